@@ -1,0 +1,5 @@
+import sys
+
+from pgo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,181 @@
+"""pgo: build a MariaDB server with GCC profile-guided optimisation, one phase at a time or all at once.
+
+    pgo build --version 10.11.18 --config minimal      the whole PGO build
+    pgo build --version 10.11.18 --pgo off             the plain baseline
+    pgo phase train --workdir work/10.11.18-minimal    rerun one phase
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from pgo import PipelineError, source
+from pgo.config import config_names
+from pgo.phases import PHASES, PIPELINES, Context
+from pgo.runner import PhaseLog, say
+from pgo.workdir import Settings, Workdir
+
+
+def main(argv=None):
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except PipelineError as e:
+        print(f"pgo: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pgo: interrupted", file=sys.stderr)
+        return 130
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(prog="pgo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(metavar="command")
+
+    build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
+    build.add_argument("--version", required=True, type=checked(source.validate_version),
+                       help="server version, e.g. 10.11.18")
+    build.add_argument("--config", default="minimal", help="named configuration from pgo/configs.toml")
+    build.add_argument("--pgo", choices=("on", "off"), default="on",
+                       help="off: the same configuration without a profile (the benchmark's baseline)")
+    build.add_argument("--source", default="debian",
+                       help="'debian' (default: Debian's source package), a tarball, a directory, or a git URL")
+    build.add_argument("--git-ref", help="tag or commit for a git source (default: <product>-<version>)")
+    build.add_argument("--workdir", help="work directory (default: work/<version>-<config>[-plain])")
+    build.add_argument("--profile-dir", help="where the instrumented build writes its profile "
+                       "(default: <workdir>/profile)")
+    build.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
+    build.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
+    build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
+    build.add_argument("--max-mismatch", type=int, default=0,
+                       help="coverage-mismatch warnings tolerated in the optimised build (default 0)")
+    build.add_argument("--min-hot-coverage", type=float, default=0.3,
+                       help="share of hot objects that must get a profile (default 0.3)")
+    build.add_argument("--phase", action="append", choices=sorted(PHASES),
+                       help="run only this phase (repeatable); its inputs must exist")
+    build.add_argument("--fresh", action="store_true", help="forget earlier runs in the work directory")
+    build.set_defaults(func=cmd_build)
+
+    phase = sub.add_parser("phase", help="rerun one phase of an existing work directory")
+    phase.add_argument("name", choices=sorted(PHASES))
+    phase.add_argument("--workdir", required=True)
+    phase.set_defaults(func=cmd_phase)
+
+    phases = sub.add_parser("phases", help="list the phases of a pipeline")
+    phases.add_argument("--pgo", choices=("on", "off"), default="on")
+    phases.add_argument("--json", action="store_true")
+    phases.set_defaults(func=cmd_phases)
+
+    configs = sub.add_parser("configs", help="list the named configurations")
+    configs.set_defaults(func=lambda args: print("\n".join(config_names())))
+    return parser
+
+
+def checked(validate):
+    def convert(value):
+        try:
+            return validate(value)
+        except PipelineError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return convert
+
+
+def cmd_build(args):
+    settings = Settings(version=args.version, config=args.config, pgo=args.pgo, source=args.source,
+                        git_ref=args.git_ref, cc=args.cc, cxx=args.cxx, profile_dir=args.profile_dir,
+                        cache=args.cache, max_mismatch=args.max_mismatch,
+                        min_hot_coverage=args.min_hot_coverage)
+    suffix = "" if args.pgo == "on" else "-plain"
+    workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
+    ctx = Context(workdir, settings)          # validates the configuration
+    ctx.compiler                              # and the compiler, before anything is written
+    if args.pgo == "on":
+        check_writable(ctx.profile)
+    workdir.save_settings(settings, fresh=args.fresh)
+    pipeline = PIPELINES[args.pgo]
+    if args.phase:
+        unknown = [p for p in args.phase if p not in pipeline]
+        if unknown:
+            raise PipelineError(f"phase {unknown[0]} is not part of a build with --pgo {args.pgo}")
+        todo = [p for p in pipeline if p in args.phase]
+    else:
+        done = workdir.state()["done"]
+        todo = [p for p in pipeline if p not in done]
+        skipped = [p for p in pipeline if p in done]
+        if skipped:
+            say(f"resuming in {workdir.root}: {', '.join(skipped)} already done")
+    run_phases(ctx, pipeline, todo)
+    if not args.phase:
+        print_summary(workdir, pipeline)
+        say(f"staged tree: {workdir.stage}")
+
+
+def cmd_phase(args):
+    workdir = Workdir(args.workdir)
+    settings = workdir.load_settings()
+    pipeline = PIPELINES[settings.pgo]
+    if args.name not in pipeline:
+        raise PipelineError(f"phase {args.name} is not part of a build with --pgo {settings.pgo}")
+    run_phases(Context(workdir, settings), pipeline, [args.name])
+
+
+def cmd_phases(args):
+    rows = [{"name": PHASES[n].name, "title": PHASES[n].title, "inputs": list(PHASES[n].inputs),
+             "outputs": list(PHASES[n].outputs)} for n in PIPELINES[args.pgo]]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            print(f"{row['name']:<13} {row['title']}")
+
+
+def check_writable(path):
+    probe = path if path.exists() else path.parent
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        raise PipelineError(f"profile directory {path} is not writable")
+
+
+def run_phases(ctx, pipeline, todo):
+    workdir = ctx.workdir
+    for name in todo:
+        phase = PHASES[name]
+        for needed in phase.inputs:
+            path = ctx.profile if needed == "profile" else workdir.root / needed
+            if not path.exists():
+                maker = next(p for p in pipeline if needed in PHASES[p].outputs)
+                raise PipelineError(f"phase {name} needs {needed}: run phase {maker} first")
+        step = pipeline.index(name) + 1
+        say(f"== phase {step} of {len(pipeline)}: {name}: {phase.title}")
+        log = PhaseLog(workdir.logs / f"{name}.log", name)
+        later = pipeline[step:]
+        workdir.forget([name, *later])
+        started = time.monotonic()
+        try:
+            phase.run(ctx, log)
+        finally:
+            log.close()
+        seconds = time.monotonic() - started
+        workdir.mark_done(name, seconds, later)
+        say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")
+
+
+def print_summary(workdir, pipeline):
+    done = workdir.state()["done"]
+    total = sum(done[p]["seconds"] for p in pipeline if p in done)
+    say("timing summary:")
+    for name in pipeline:
+        if name in done:
+            say(f"  {name:<13} {done[name]['seconds']:8.0f} s")
+    say(f"  {'total':<13} {total:8.0f} s")
+    one_build = done.get("optimized", done.get("plain"))
+    if one_build and one_build["seconds"] > 0 and "optimized" in done:
+        say(f"  whole PGO build / one build (the optimised compile): {total / one_build['seconds']:.2f}x")

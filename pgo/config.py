@@ -1,0 +1,86 @@
+"""Named build configurations, read from the declarative file pgo/configs.toml."""
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgo import PipelineError
+
+CONFIG_FILE = Path(__file__).with_name("configs.toml")
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    comment_variable: str
+    hot_dirs: tuple[str, ...]
+    train: tuple[tuple[str, ...], ...]
+    debian_source: str | None = None
+    train_report: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    name: str
+    product: Product
+    cmake_args: tuple[str, ...]
+
+
+def load(path=CONFIG_FILE):
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PipelineError(f"cannot read configuration file {path}: {e}") from e
+
+
+def config_names(data=None):
+    return sorted((data or load())["configs"])
+
+
+def build_config(name, data=None):
+    """Resolve a configuration and its `inherits` chain into a BuildConfig."""
+    data = data or load()
+    configs = data.get("configs", {})
+    chain, seen = [], set()
+    current = name
+    while current:
+        if current not in configs:
+            known = ", ".join(sorted(configs))
+            what = "configuration" if current == name else f"parent configuration of {name}"
+            raise PipelineError(f"unknown {what} '{current}' (known: {known})")
+        if current in seen:
+            raise PipelineError(f"configuration '{name}' inherits from itself")
+        seen.add(current)
+        chain.append(configs[current])
+        current = configs[current].get("inherits")
+    chain.reverse()
+    product_name = next((c["product"] for c in reversed(chain) if "product" in c), None)
+    if product_name is None:
+        raise PipelineError(f"configuration '{name}' names no product")
+    args = tuple(arg for c in chain for arg in c.get("cmake", []))
+    for arg in args:
+        if not arg.startswith("-D"):
+            raise PipelineError(f"configuration '{name}': '{arg}' is not a -D cache setting")
+        if any(flag in arg for flag in ("-fprofile", "CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS")):
+            raise PipelineError(f"configuration '{name}': '{arg}' sets compile flags; "
+                                "the pipeline owns them so all variants stay identical")
+    return BuildConfig(name, product(product_name, data), args)
+
+
+def product(name, data=None):
+    products = (data or load()).get("products", {})
+    if name not in products:
+        raise PipelineError(f"unknown product '{name}' (known: {', '.join(sorted(products))})")
+    p = products[name]
+    try:
+        return Product(
+            name=name,
+            comment_variable=p["comment_variable"],
+            hot_dirs=tuple(p["hot_dirs"]),
+            train=tuple(tuple(cmd) for cmd in p["train"]),
+            debian_source=p.get("debian_source"),
+            train_report=p.get("train_report"),
+        )
+    except KeyError as e:
+        raise PipelineError(f"product '{name}' lacks the setting {e}") from e

@@ -1,0 +1,104 @@
+"""What a profile holds, and what the optimising compiler said about it.
+
+GCC writes one .gcda per object that ran, named after the object's path with
+'/' mangled to '#'. With -fprofile-prefix-path the name is relative to the
+build tree; objects outside it (configure checks, the training program) keep
+an absolute name, which starts with '#'.
+"""
+
+import hashlib
+import re
+from pathlib import Path
+
+from pgo import PipelineError
+
+MISSING_PROFILE = re.compile(r"‘?'?([^\s‘’']+\.gcda)’?'? profile count data file not found")
+COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
+
+
+def gcda_files(profile_dir):
+    return sorted(Path(profile_dir).glob("*.gcda"))
+
+
+def object_of(gcda_name):
+    """'sql#CMakeFiles#sql.dir#sql_parse.cc.gcda' -> 'sql/CMakeFiles/sql.dir/sql_parse.cc'."""
+    return gcda_name.removesuffix(".gcda").replace("#", "/")
+
+
+def in_dir(obj, directory):
+    return obj == directory or obj.startswith(directory.rstrip("/") + "/")
+
+
+def compiled_objects(build_dir):
+    """Objects of a build tree, named as their .gcda would be (relative, without '.o')."""
+    root = Path(build_dir)
+    return sorted(str(p.relative_to(root)).removesuffix(".o") for p in root.rglob("*.o"))
+
+
+def profile_id(profile_dir, version):
+    digest = hashlib.sha256()
+    for path in gcda_files(profile_dir):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"{version}-{digest.hexdigest()[:12]}"
+
+
+def check(profile_dir, build_dir, hot_dirs, version):
+    """Count the profile's data and require data in every hot directory.
+
+    Returns the figures as a dict; raises PipelineError when there is no data
+    where there must be data.
+    """
+    files = gcda_files(profile_dir)
+    names = {object_of(p.name) for p in files if p.stat().st_size > 0}
+    own = {n for n in names if not n.startswith("/")}
+    objects = compiled_objects(build_dir)
+    hot = {}
+    for directory in hot_dirs:
+        compiled = [o for o in objects if in_dir(o, directory)]
+        profiled = [o for o in compiled if o in own]
+        hot[directory] = {"objects": len(compiled), "with_profile": len(profiled),
+                          "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0}
+    figures = {
+        "gcda_files": len(files),
+        "empty_gcda_files": len(files) - len(names),
+        "build_objects_with_profile": len(own),
+        "build_objects": len(objects),
+        "hot_dirs": hot,
+        "profile_id": profile_id(profile_dir, version) if files else None,
+    }
+    empty = [d for d, h in hot.items() if h["with_profile"] == 0]
+    if not files:
+        raise PipelineError(f"the training wrote no profile data into {profile_dir}: "
+                            "did the server shut down cleanly?")
+    if empty:
+        detail = ", ".join(f"{d} ({hot[d]['objects']} objects)" for d in empty)
+        raise PipelineError(f"no profile data for hot objects in {detail}: the training did not reach them")
+    return figures
+
+
+def compiler_warnings(log_text, hot_dirs):
+    """Count the optimising compiler's profile warnings in a build log."""
+    missing = set()
+    for match in MISSING_PROFILE.finditer(log_text):
+        name = Path(match.group(1)).name
+        missing.add(object_of(name))
+    mismatch = sum(1 for line in log_text.splitlines() if COVERAGE_MISMATCH in line)
+    missing_hot = sorted(o for o in missing if any(in_dir(o, d) for d in hot_dirs))
+    return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
+            "coverage_mismatch": mismatch, "missing_hot_objects": missing_hot[:50]}
+
+
+def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
+    """Decide whether the optimised build really used its profile; add the hot coverage."""
+    hot_objects = [o for o in compiled_objects(build_dir) if any(in_dir(o, d) for d in hot_dirs)]
+    if not hot_objects:
+        raise PipelineError(f"the optimised build has no objects in the hot directories {', '.join(hot_dirs)}")
+    coverage = 1 - warnings["missing_profile_hot"] / len(hot_objects)
+    verdict = dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3))
+    if warnings["coverage_mismatch"] > max_mismatch:
+        raise PipelineError(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
+                            "the profile does not fit this source; see the build log")
+    if coverage < min_hot_coverage:
+        raise PipelineError(f"only {coverage:.0%} of the hot objects got a profile (minimum "
+                            f"{min_hot_coverage:.0%}): the profile does not fit this build")
+    return verdict

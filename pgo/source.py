@@ -1,0 +1,233 @@
+"""The source phase: get a product's source for a version, verify it, unpack it.
+
+A source spec is one of: "debian" (the distribution's source package, the
+default, works offline against a Debian mirror), a local tarball or directory,
+or a git URL with a ref (production build VMs clone the server repository).
+Downloads and clones are cached; a cached download is verified, not fetched again.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgo import PipelineError
+
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+DEB_SRC_ENTRY = Path("/etc/apt/sources.list.d/pgo-deb-src.sources")
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str        # debian | tarball | directory | git
+    origin: str      # what the user named: package=version, path, or URL@ref
+    checksum: str    # sha256 of the tarball, of the tree, or the git commit
+
+
+def validate_version(version):
+    if not VERSION_RE.match(version or ""):
+        raise PipelineError(f"invalid version '{version}': expected MAJOR.MINOR.PATCH, e.g. 10.11.18")
+    return version
+
+
+def kind_of(spec):
+    if spec == "debian":
+        return "debian"
+    if "://" in spec or spec.startswith("git@"):
+        return "git"
+    path = Path(spec)
+    if path.is_dir():
+        return "directory"
+    if path.is_file():
+        return "tarball"
+    raise PipelineError(f"source '{spec}' is neither 'debian', a git URL, nor an existing tarball or directory")
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_tree(root):
+    """Checksum of a source tree: every file's relative path and content, in a fixed order."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            digest.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def fetch(spec, version, product, dest, cache, git_ref=None, log=None):
+    """Put the source of `product` `version` into dest (replaced); return its Source."""
+    kind = kind_of(spec)
+    if kind == "debian":
+        if not product.debian_source:
+            raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
+        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", log)
+        source = Source(kind, origin, sha256_file(tarball))
+        unpack_tarball(tarball, dest)
+    elif kind == "tarball":
+        source = Source(kind, str(Path(spec).resolve()), sha256_file(spec))
+        unpack_tarball(Path(spec), dest)
+    elif kind == "directory":
+        replace_dir(dest)
+        shutil.copytree(spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        source = Source(kind, str(Path(spec).resolve()), sha256_tree(dest))
+    else:
+        ref = git_ref or f"{product.name}-{version}"
+        commit = git_checkout(spec, ref, dest, cache / "git", log)
+        source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
+    found = source_version(dest)
+    if found != version:
+        raise PipelineError(f"source {source.origin} is version {found}, not the requested {version}")
+    return source
+
+
+def source_version(tree):
+    """The version a source tree says it is: MariaDB's VERSION file, or a bare version line."""
+    path = Path(tree, "VERSION")
+    if not path.is_file():
+        raise PipelineError(f"{tree} has no VERSION file: not a MariaDB (or fixture) source tree")
+    text = path.read_text(errors="replace")
+    parts = dict(re.findall(r"^MYSQL_VERSION_(MAJOR|MINOR|PATCH)=(\d+)", text, re.M))
+    if len(parts) == 3:
+        return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if VERSION_RE.match(first):
+        return first
+    raise PipelineError(f"{path} names no version: not a MariaDB (or fixture) source tree")
+
+
+def replace_dir(path):
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def unpack_tarball(tarball, dest):
+    """Unpack a release tarball (one top-level folder) into dest."""
+    replace_dir(dest)
+    staging = dest.with_name(dest.name + ".unpacking")
+    replace_dir(staging)
+    try:
+        with tarfile.open(tarball) as tar:
+            tar.extractall(staging, filter="tar")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PipelineError(f"cannot unpack {tarball}: {e}") from e
+    entries = list(staging.iterdir())
+    top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+    top.rename(dest)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+# --- Debian source packages -------------------------------------------------
+
+def debian_orig_tarball(package, version, cache, log=None):
+    """Download (once) and verify the Debian source package whose upstream version is `version`."""
+    full = debian_version(package, version, log)
+    upstream = full.split(":", 1)[-1].rsplit("-", 1)[0]
+    folder = cache / f"{package}_{full.split(':', 1)[-1]}"
+    dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
+    if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
+        replace_dir(folder)
+        partial = folder.with_name(folder.name + ".partial")
+        replace_dir(partial)
+        partial.mkdir()
+        _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
+        partial.rename(folder)
+    verify_dsc(dsc)
+    tarballs = sorted(folder.glob(f"{package}_{upstream}.orig.tar.*"))
+    tarballs = [t for t in tarballs if not t.name.endswith(".asc")]
+    if not tarballs:
+        raise PipelineError(f"{dsc.name} lists no upstream tarball {package}_{upstream}.orig.tar.*")
+    return tarballs[0], f"debian:{package}={full}"
+
+
+def debian_version(package, version, log=None):
+    versions = _showsrc_versions(package)
+    if not versions:
+        ensure_deb_src(log)
+        versions = _showsrc_versions(package)
+    matching = [v for v in versions if v.split(":", 1)[-1].rsplit("-", 1)[0] == version]
+    if not matching:
+        known = ", ".join(sorted(set(versions))) or "none"
+        raise PipelineError(f"unknown version {version}: Debian's archive has {package} {known}")
+    return sorted(matching)[-1]
+
+
+def _showsrc_versions(package):
+    result = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
+    return re.findall(r"^Version: (\S+)", result.stdout, re.M)
+
+
+def ensure_deb_src(log=None):
+    """Add a deb-src entry mirroring the configured deb entries, then update the lists."""
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if not sources.is_file():
+        raise PipelineError("no deb-src entry and no /etc/apt/sources.list.d/debian.sources to copy one from")
+    if os.geteuid() != 0:
+        raise PipelineError("Debian source packages need a deb-src entry: run once as root, "
+                            "or add one as the README explains")
+    text = re.sub(r"^Types: deb$", "Types: deb-src", sources.read_text(), flags=re.M)
+    DEB_SRC_ENTRY.write_text(text)
+    _run(["apt-get", "update"], log=log)
+
+
+def verify_dsc(dsc, quiet=False):
+    """Check every file the .dsc lists against its SHA-256 (apt verified the .dsc's own signature chain)."""
+    text = dsc.read_text(errors="replace") if dsc.is_file() else ""
+    block = re.search(r"^Checksums-Sha256:\n((?: .+\n?)+)", text, re.M)
+    if not block:
+        if quiet:
+            return False
+        raise PipelineError(f"{dsc} has no Checksums-Sha256 section")
+    for line in block.group(1).splitlines():
+        digest, _size, name = line.split()
+        path = dsc.parent / name
+        if not path.is_file() or sha256_file(path) != digest:
+            if quiet:
+                return False
+            raise PipelineError(f"{path} does not match the checksum in {dsc.name}: corrupted download")
+    return True
+
+
+# --- git --------------------------------------------------------------------
+
+def git_checkout(url, ref, dest, cache, log=None):
+    """Clone (or update) a bare mirror in the cache, then check ref out into dest with submodules."""
+    mirror = cache / hashlib.sha256(url.encode()).hexdigest()[:16]
+    if mirror.is_dir():
+        _run(["git", "-C", mirror, "fetch", "--tags", "--force", "origin"], log=log)
+    else:
+        cache.mkdir(parents=True, exist_ok=True)
+        _run(["git", "clone", "--mirror", url, mirror], log=log)
+    replace_dir(dest)
+    _run(["git", "clone", mirror, dest], log=log)
+    try:
+        _run(["git", "-C", dest, "checkout", "--detach", ref], log=log)
+    except PipelineError as e:
+        raise PipelineError(f"git ref '{ref}' not found in {url}") from e
+    _run(["git", "-C", dest, "submodule", "update", "--init", "--recursive"], log=log)
+    return subprocess.run(["git", "-C", dest, "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def _run(cmd, cwd=None, log=None):
+    if log:
+        log.run(cmd, cwd=cwd)
+        return
+    result = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PipelineError(f"'{' '.join(map(str, cmd))}' failed: {result.stderr.strip()[-500:]}")

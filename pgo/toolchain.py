@@ -1,0 +1,86 @@
+"""The compiler a build uses, checked before anything is built, and the PGO flags for it."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from pgo import PipelineError
+
+VARIANTS = ("instrumented", "optimized", "plain")
+
+
+@dataclass(frozen=True)
+class Compiler:
+    cc: str
+    cxx: str
+    version: str   # exact, e.g. "12.2.0": the .gcda format depends on it
+    banner: str    # first line of `gcc --version`, names the distribution build
+
+    @property
+    def gcov_tool(self):
+        suffix = self.cc.rsplit("gcc", 1)[1] if "gcc" in self.cc else ""
+        return shutil.which(f"gcov-tool{suffix}") or shutil.which("gcov-tool") or "gcov-tool"
+
+
+def detect(cc="gcc", cxx="g++"):
+    for tool in (cc, cxx):
+        if shutil.which(tool) is None:
+            raise PipelineError(f"compiler '{tool}' not found on PATH (install it, or choose one with --cc/--cxx)")
+    banner = _output([cc, "--version"]).splitlines()[0]
+    if "gcc" not in banner.lower() and "GCC" not in banner:
+        raise PipelineError(f"'{cc}' is not GCC ({banner}); the profile flags are GCC's")
+    version = _output([cc, "-dumpfullversion"]).strip()
+    cxx_version = _output([cxx, "-dumpfullversion"]).strip()
+    if cxx_version != version:
+        raise PipelineError(f"C compiler {cc} is GCC {version} but C++ compiler {cxx} is GCC {cxx_version}")
+    return Compiler(cc, cxx, version, banner)
+
+
+def _output(cmd):
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise PipelineError(f"'{' '.join(cmd)}' failed: {e}") from e
+
+
+def pgo_flags(variant, profile_dir, build_dir):
+    """Compile and link flags that turn one configuration into one of its variants.
+
+    The object paths of the instrumented and the optimised build must match:
+    GCC names each .gcda after its object's path. -fprofile-prefix-path strips
+    the build directory from that name, so a profile trained in one build tree
+    (or on another machine) applies to any other tree of the same source.
+    """
+    prefix = f"-fprofile-prefix-path={build_dir}"
+    if variant == "instrumented":
+        # prefer-atomic: the server's threads update shared counters; without
+        # atomic updates concurrent increments are lost and the profile skews.
+        compile_flags = [f"-fprofile-generate={profile_dir}", "-fprofile-update=prefer-atomic", prefix]
+        # The link pulls in libgcov, which writes the counters at exit.
+        return compile_flags, [f"-fprofile-generate={profile_dir}"]
+    if variant == "optimized":
+        compile_flags = [
+            f"-fprofile-use={profile_dir}",
+            # Counters of a multi-threaded run can be slightly inconsistent;
+            # correct them instead of refusing the profile.
+            "-fprofile-correction",
+            # Code the training never ran is optimised as without a profile,
+            # not for size as if it were cold.
+            "-fprofile-partial-training",
+            prefix,
+            # Mismatches are counted and judged by the pipeline (pgo/warnings.py),
+            # not turned into errors one object at a time.
+            "-Wno-error=coverage-mismatch",
+            "-Wmissing-profile",
+        ]
+        return compile_flags, []
+    if variant == "plain":
+        return [], []
+    raise PipelineError(f"unknown build variant '{variant}' (known: {', '.join(VARIANTS)})")
+
+
+def fingerprint(cmake_args):
+    """Fingerprint of a configuration's flags: a profile applies only to the flags it was made with."""
+    return hashlib.sha256(json.dumps(list(cmake_args)).encode()).hexdigest()[:16]

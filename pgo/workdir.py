@@ -1,0 +1,104 @@
+"""A build's work directory: its settings, which phases are done, and where everything lives."""
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pgo import PipelineError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: str
+    config: str
+    pgo: str                 # "on" (train, then optimise) or "off" (the plain baseline)
+    source: str = "debian"
+    git_ref: str | None = None
+    cc: str = "gcc"
+    cxx: str = "g++"
+    profile_dir: str | None = None
+    cache: str | None = None
+    max_mismatch: int = 0
+    min_hot_coverage: float = 0.3
+
+
+class Workdir:
+    def __init__(self, root):
+        self.root = Path(root).resolve()
+
+    # layout
+    src = property(lambda self: self.root / "src")
+    stage = property(lambda self: self.root / "stage")
+    logs = property(lambda self: self.root / "logs")
+    train = property(lambda self: self.root / "train")
+    settings_file = property(lambda self: self.root / "settings.json")
+    state_file = property(lambda self: self.root / "state.json")
+
+    def build(self, variant):
+        return self.root / "build" / variant
+
+    def install(self, variant):
+        return self.root / "build" / f"{variant}-install"
+
+    def profile(self, settings):
+        return Path(settings.profile_dir).resolve() if settings.profile_dir else self.root / "profile"
+
+    def cache(self, settings):
+        if settings.cache:
+            return Path(settings.cache).resolve()
+        return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pgo"
+
+    # settings: written by the first `pgo build`, read by every later phase
+    def load_settings(self):
+        if not self.settings_file.is_file():
+            raise PipelineError(f"{self.root} is not a work directory of `pgo build` (no settings.json)")
+        return Settings(**json.loads(self.settings_file.read_text()))
+
+    def save_settings(self, settings, fresh=False):
+        if self.settings_file.is_file() and not fresh:
+            old = self.load_settings()
+            if old != settings:
+                diff = ", ".join(f"{k} {getattr(old, k)!r} -> {v!r}" for k, v in asdict(settings).items()
+                                 if getattr(old, k) != v)
+                raise PipelineError(f"work directory {self.root} was set up differently ({diff}); "
+                                    "use another --workdir, or --fresh to start over")
+        self.root.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            self.state_file.unlink(missing_ok=True)
+        write_json(self.settings_file, asdict(settings))
+
+    # state: which phases are done and how long they took
+    def state(self):
+        return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {"done": {}}
+
+    def mark_done(self, phase, seconds, later_phases):
+        state = self.state()
+        for name in later_phases:
+            state["done"].pop(name, None)
+        state["done"][phase] = {"seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_json(self.state_file, state)
+
+    def forget(self, phases):
+        state = self.state()
+        for name in phases:
+            state["done"].pop(name, None)
+        write_json(self.state_file, state)
+
+
+def write_json(path, data):
+    """Write JSON atomically: readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise PipelineError(f"{path} is missing: run the phase that writes it first") from None
