@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 from pgo import PipelineError, source
@@ -34,10 +35,16 @@ def main(argv=None):
         return 130
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line, not argparse's usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def make_parser():
-    parser = argparse.ArgumentParser(prog="pgo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(metavar="command")
+    parser = Parser(prog="pgo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(metavar="command", parser_class=Parser)
 
     build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
     build.add_argument("--version", required=True, type=checked(source.validate_version),
@@ -137,11 +144,13 @@ def cmd_phases(args):
 
 
 def check_writable(path):
-    probe = path if path.exists() else path.parent
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        raise PipelineError(f"profile directory {path} is not writable")
+    """Fail before building when the profile could not be written (root passes os.access; try it)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise PipelineError(f"profile directory {path} is not writable: {e.strerror}") from None
 
 
 def run_phases(ctx, pipeline, todo):

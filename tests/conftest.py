@@ -1,0 +1,23 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixture"
+
+
+def run_pgo(*args, cwd=REPO, check=True):
+    """Run the pgo CLI as a user would; return the CompletedProcess."""
+    result = subprocess.run([sys.executable, "-m", "pgo", *map(str, args)], cwd=cwd,
+                            capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"pgo {' '.join(map(str, args))} failed ({result.returncode}):\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture
+def pgo():
+    return run_pgo

@@ -1,0 +1,190 @@
+"""The whole pipeline on the fixture project: instrumented build, training, profile check,
+optimised build that provably used the profile, staging; and its failure modes."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURE
+
+BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
+
+
+def fixture_binary(workdir, *args):
+    return subprocess.run([workdir / "stage" / "bin" / "fixture", *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from conftest import run_pgo
+    workdir = tmp_path_factory.mktemp("pgo") / "w"
+    result = run_pgo(*BUILD, "--workdir", workdir)
+    return workdir, result.stdout
+
+
+def test_every_phase_announces_itself_and_is_timed(trained):
+    workdir, out = trained
+    for step, name in enumerate(["source", "instrumented", "train", "check", "optimized", "stage"], 1):
+        assert f"== phase {step} of 6: {name}:" in out
+        assert (workdir / "logs" / f"{name}.log").is_file()
+    assert "timing summary:" in out and "whole PGO build / one build" in out
+    assert "[instrumented] compile 4/4" in out
+
+
+def test_profile_check_counts_the_hot_objects(trained):
+    workdir, _ = trained
+    check = json.loads((workdir / "profile-check.json").read_text())
+    assert check["gcda_files"] == 2
+    assert all(hot["with_profile"] == hot["objects"] == 1 for hot in check["hot_dirs"].values())
+    # Named relative to the build tree (-fprofile-prefix-path), so they apply in any tree.
+    assert sorted(p.name for p in (workdir / "profile").iterdir()) == [
+        "CMakeFiles#fixture.dir#src#main.c.gcda", "CMakeFiles#hot.dir#src#hot.c.gcda"]
+
+
+def test_optimised_build_used_the_profile(trained):
+    workdir, _ = trained
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert use["hot_coverage"] == 1.0 and use["missing_profile"] == 0 and use["coverage_mismatch"] == 0
+    # The compiler agrees: recompiling the hot object exactly as the build did, with a
+    # missing profile made an error, succeeds; pointed at an empty profile, it fails.
+    build = workdir / "build" / "optimized"
+    obj = "CMakeFiles/hot.dir/src/hot.c.o"
+    command = subprocess.run(["ninja", "-C", build, "-t", "commands", obj], capture_output=True,
+                             text=True, check=True).stdout.strip().splitlines()[-1]
+    strict = command + " -Werror=missing-profile -Werror=coverage-mismatch"
+    subprocess.run(strict, shell=True, cwd=build, check=True)
+    empty = workdir / "no-profile"
+    empty.mkdir(exist_ok=True)
+    profile_dir = str(workdir / "profile")
+    failed = subprocess.run(strict.replace(f"-fprofile-use={profile_dir}", f"-fprofile-use={empty}"),
+                            shell=True, cwd=build, capture_output=True, text=True)
+    assert failed.returncode != 0 and "profile count data file not found" in failed.stderr
+
+
+def test_staged_binary_names_its_profile(trained):
+    workdir, _ = trained
+    info = json.loads((workdir / "build-info.json").read_text())
+    assert info["pgo"] == "on" and info["profile_id"].startswith("1.0.0-")
+    assert f"PGO build, profile {info['profile_id']}" in fixture_binary(workdir, "--version")
+    assert fixture_binary(workdir, "digest", "SELECT 1") == fixture_binary(workdir, "digest", "SELECT 1")
+
+
+def test_rerun_resumes_and_a_rerun_phase_invalidates_later_ones(trained, pgo):
+    workdir, _ = trained
+    again = pgo(*BUILD, "--workdir", workdir)
+    assert "already done" in again.stdout and "== phase" not in again.stdout
+    stale = workdir / "profile" / "stale#object.gcda"
+    stale.write_bytes(b"junk")
+    pgo("phase", "train", "--workdir", workdir)
+    assert not stale.exists(), "training must start from an empty profile"
+    state = json.loads((workdir / "state.json").read_text())["done"]
+    assert "train" in state and "check" not in state and "optimized" not in state
+    resumed = pgo(*BUILD, "--workdir", workdir)
+    assert "== phase 4 of 6: check" in resumed.stdout and "phase 2 of 6" not in resumed.stdout
+
+
+def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, trained):
+    result = pgo(*BUILD, "--pgo", "off", "--workdir", tmp_path / "plain")
+    assert "phase 3 of 3: stage" in result.stdout
+    assert not (tmp_path / "plain" / "profile").exists()
+    assert "plain build (no PGO)" in fixture_binary(tmp_path / "plain", "--version")
+    workdir, _ = trained
+    plain_args = json.loads((tmp_path / "plain" / "build" / "plain" / "pgo-configure.json").read_text())
+    pgo_args = json.loads((workdir / "build" / "optimized" / "pgo-configure.json").read_text())
+    differing = {a.split("=")[0] for a in set(plain_args) ^ set(pgo_args)}
+    assert differing <= {"-S", "-B", "-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS", "-DBUILD_COMMENT",
+                         "-DCMAKE_EXE_LINKER_FLAGS", "-DCMAKE_SHARED_LINKER_FLAGS",
+                         "-DCMAKE_MODULE_LINKER_FLAGS"} | {str(tmp_path / "plain" / "src"),
+                                                           str(tmp_path / "plain" / "build" / "plain")} | {
+        str(workdir / "src"), str(workdir / "build" / "optimized")}
+
+
+def test_optimised_build_without_profile_fails(tmp_path, pgo):
+    workdir = tmp_path / "w"
+    pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented", "--phase", "train",
+        "--phase", "check")
+    for gcda in (workdir / "profile").iterdir():
+        gcda.unlink()
+    result = pgo("phase", "optimized", "--workdir", workdir, check=False)
+    assert result.returncode == 1
+    assert "0% of the hot objects got a profile" in result.stderr
+
+
+def test_training_that_writes_nothing_fails_the_check(tmp_path, pgo):
+    workdir = tmp_path / "w"
+    pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented", "--phase", "train")
+    shutil.rmtree(workdir / "profile")
+    (workdir / "profile").mkdir()
+    result = pgo("phase", "check", "--workdir", workdir, check=False)
+    assert result.returncode == 1 and "wrote no profile data" in result.stderr
+
+
+def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
+    src = tmp_path / "broken"
+    shutil.copytree(FIXTURE, src)
+    (src / "src" / "hot.c").write_text("this is not C\n")
+    result = pgo("build", "--version", "1.0.0", "--config", "fixture", "--source", src,
+                 "--workdir", tmp_path / "w", check=False)
+    assert result.returncode == 1
+    assert "phase 'instrumented' failed" in result.stderr
+    assert str(tmp_path / "w" / "logs" / "instrumented.log") in result.stderr
+    assert "error" in result.stderr  # the compiler's own lines are shown
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--version", "1.0"], "invalid version '1.0'"),
+    (["--version", "2.0.0"], "is version 1.0.0, not the requested 2.0.0"),
+    (["--version", "1.0.0", "--cc", "no-such-gcc"], "compiler 'no-such-gcc' not found"),
+    (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
+    (["--version", "1.0.0", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
+])
+def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
+    base = ["build", "--config", "fixture", "--source", FIXTURE, "--workdir", tmp_path / "w"]
+    result = pgo(*base, *args, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_source_that_is_not_mariadb(tmp_path, pgo):
+    (tmp_path / "notmariadb").mkdir()
+    (tmp_path / "notmariadb" / "CMakeLists.txt").write_text("project(x)\n")
+    result = pgo(*BUILD[:-1], tmp_path / "notmariadb", "--workdir", tmp_path / "w", check=False)
+    assert result.returncode == 1 and "not a MariaDB (or fixture) source tree" in result.stderr
+
+
+def test_profile_dir_that_is_not_writable(tmp_path, pgo):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = pgo(*BUILD, "--workdir", tmp_path / "w", "--profile-dir", blocker / "profile", check=False)
+    assert result.returncode == 1 and "is not writable" in result.stderr
+
+
+def test_workdir_set_up_differently_is_refused(trained, pgo):
+    workdir, _ = trained
+    result = pgo(*BUILD, "--workdir", workdir, "--pgo", "off", check=False)
+    assert result.returncode == 1 and "was set up differently (pgo 'on' -> 'off')" in result.stderr
+
+
+def test_phases_are_data(pgo):
+    phases = json.loads(pgo("phases", "--json").stdout)
+    assert [p["name"] for p in phases] == ["source", "instrumented", "train", "check", "optimized", "stage"]
+    produced = {o for p in phases for o in p["outputs"]}
+    assert all(i in produced for p in phases for i in p["inputs"])
+
+
+def test_phase_alone_needs_its_inputs(tmp_path, pgo):
+    result = pgo(*BUILD, "--workdir", tmp_path / "w", "--phase", "optimized", check=False)
+    assert result.returncode == 1 and "needs src: run phase source first" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")
+def test_unknown_debian_version_lists_what_exists(tmp_path, pgo):
+    result = pgo("build", "--version", "10.11.99", "--workdir", tmp_path / "w",
+                 "--phase", "source", check=False)
+    assert result.returncode == 1
+    assert "unknown version 10.11.99: Debian's archive has mariadb" in result.stderr

@@ -1,0 +1,213 @@
+"""Unit tests: configuration file, flags, source resolution, profile check, compiler warnings."""
+
+import io
+import subprocess
+import tarfile
+
+import pytest
+
+from pgo import PipelineError, profile, source
+from pgo.config import build_config, config_names
+from pgo.toolchain import detect, fingerprint, pgo_flags
+
+
+# --- configuration file -------------------------------------------------------
+
+def test_shipped_configurations_resolve():
+    assert {"release", "minimal", "fixture"} <= set(config_names())
+    release, minimal = build_config("release"), build_config("minimal")
+    assert "-DBUILD_CONFIG=mysql_release" in release.cmake_args
+    assert minimal.cmake_args[:len(release.cmake_args)] == release.cmake_args
+    assert "-DPLUGIN_ROCKSDB=NO" in minimal.cmake_args and "-DPLUGIN_ROCKSDB=NO" not in release.cmake_args
+    assert minimal.product.name == "mariadb" and "sql" in minimal.product.hot_dirs
+
+
+def config(**configs):
+    return {"products": {"p": {"comment_variable": "C", "hot_dirs": ["src"], "train": [["true"]]}},
+            "configs": configs}
+
+
+def test_inherits_appends_in_order():
+    data = config(base={"product": "p", "cmake": ["-DA=1"]}, child={"inherits": "base", "cmake": ["-DB=2"]})
+    assert build_config("child", data).cmake_args == ("-DA=1", "-DB=2")
+
+
+@pytest.mark.parametrize("data, message", [
+    (config(a={"product": "p"}), "unknown configuration 'zzz'"),
+    (config(zzz={"inherits": "gone"}), "unknown parent configuration of zzz 'gone'"),
+    (config(zzz={"inherits": "zzz", "product": "p"}), "inherits from itself"),
+    (config(zzz={"cmake": []}), "names no product"),
+    (config(zzz={"product": "nope"}), "unknown product 'nope'"),
+    (config(zzz={"product": "p", "cmake": ["WITH_X=1"]}), "is not a -D cache setting"),
+    (config(zzz={"product": "p", "cmake": ["-DCMAKE_C_FLAGS=-O3"]}), "the pipeline owns them"),
+])
+def test_bad_configurations_are_refused(data, message):
+    with pytest.raises(PipelineError, match=message):
+        build_config("zzz", data)
+
+
+# --- flags ----------------------------------------------------------------------
+
+def test_instrumented_and_optimised_flags_name_the_same_tree_root():
+    gen, gen_link = pgo_flags("instrumented", "/p", "/b1")
+    use, use_link = pgo_flags("optimized", "/p", "/b2")
+    assert gen == ["-fprofile-generate=/p", "-fprofile-update=prefer-atomic", "-fprofile-prefix-path=/b1"]
+    assert gen_link == ["-fprofile-generate=/p"] and use_link == []
+    assert {"-fprofile-use=/p", "-fprofile-correction", "-fprofile-partial-training",
+            "-fprofile-prefix-path=/b2"} <= set(use)
+    assert pgo_flags("plain", "/p", "/b") == ([], [])
+    with pytest.raises(PipelineError, match="unknown build variant"):
+        pgo_flags("fast", "/p", "/b")
+
+
+def test_fingerprint_follows_the_flags_only():
+    assert fingerprint(["-DA=1"]) == fingerprint(("-DA=1",)) != fingerprint(["-DA=2"])
+
+
+def test_compiler_detection():
+    gcc = detect("gcc", "g++")
+    assert gcc.version.count(".") == 2 and "gcc" in gcc.banner.lower()
+    with pytest.raises(PipelineError, match="not found"):
+        detect("no-such-gcc", "g++")
+    with pytest.raises(PipelineError, match="is not GCC"):
+        detect("true", "g++")
+
+
+# --- source resolution ------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, kind", [
+    ("debian", "debian"), ("https://github.com/MariaDB/server.git", "git"),
+    ("git@github.com:MariaDB/server.git", "git"), ("file:///srv/server.git", "git"),
+])
+def test_source_kinds(spec, kind):
+    assert source.kind_of(spec) == kind
+
+
+def test_local_sources(tmp_path):
+    assert source.kind_of(str(tmp_path)) == "directory"
+    (tmp_path / "x.tar.gz").write_bytes(b"")
+    assert source.kind_of(str(tmp_path / "x.tar.gz")) == "tarball"
+    with pytest.raises(PipelineError, match="neither"):
+        source.kind_of(str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("text, version", [
+    ("MYSQL_VERSION_MAJOR=10\nMYSQL_VERSION_MINOR=11\nMYSQL_VERSION_PATCH=18\nSERVER_MATURITY=stable\n",
+     "10.11.18"),
+    ("1.0.0\n", "1.0.0"),
+])
+def test_source_version(tmp_path, text, version):
+    (tmp_path / "VERSION").write_text(text)
+    assert source.source_version(tmp_path) == version
+
+
+def test_source_version_refuses_other_trees(tmp_path):
+    with pytest.raises(PipelineError, match="no VERSION file"):
+        source.source_version(tmp_path)
+    (tmp_path / "VERSION").write_text("hello\n")
+    with pytest.raises(PipelineError, match="names no version"):
+        source.source_version(tmp_path)
+
+
+def make_tarball(path, files):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"proj-1.0.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_tarball_source_unpacks_its_top_folder(tmp_path):
+    from pgo.config import product
+    make_tarball(tmp_path / "p.tar.gz", {"VERSION": "1.0.0\n", "a.c": "int a;\n"})
+    got = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
+    assert got.kind == "tarball" and got.checksum == source.sha256_file(tmp_path / "p.tar.gz")
+    assert (tmp_path / "src" / "a.c").read_text() == "int a;\n"
+    (tmp_path / "bad.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(PipelineError, match="cannot unpack"):
+        source.fetch(str(tmp_path / "bad.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
+
+
+def test_tree_checksum_covers_names_and_contents(tmp_path):
+    (tmp_path / "a").write_text("1")
+    first = source.sha256_tree(tmp_path)
+    assert source.sha256_tree(tmp_path) == first
+    (tmp_path / "a").write_text("2")
+    assert source.sha256_tree(tmp_path) != first
+
+
+def test_git_source_checks_out_the_tag_and_caches_the_clone(tmp_path):
+    from pgo.config import product
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "VERSION").write_text("1.0.0\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "tag", "fixture-1.0.0"], check=True)
+    (repo / "VERSION").write_text("1.0.1\n")
+    subprocess.run([*git, "commit", "-qam", "two"], check=True)
+    url = f"file://{repo}"
+    got = source.fetch(url, "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    assert got.kind == "git" and got.origin == f"{url}@fixture-1.0.0" and got.checksum.startswith("git:")
+    assert (tmp_path / "src" / "VERSION").read_text() == "1.0.0\n"
+    assert len(list((tmp_path / "cache" / "git").iterdir())) == 1
+    with pytest.raises(PipelineError, match="git ref 'nope' not found"):
+        source.fetch(url, "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache", git_ref="nope")
+
+
+def test_dsc_verification_catches_a_corrupted_download(tmp_path):
+    (tmp_path / "p_1.0.orig.tar.gz").write_bytes(b"payload")
+    digest = source.sha256_file(tmp_path / "p_1.0.orig.tar.gz")
+    dsc = tmp_path / "p_1.0-1.dsc"
+    dsc.write_text(f"Source: p\nChecksums-Sha256:\n {digest} 7 p_1.0.orig.tar.gz\n")
+    assert source.verify_dsc(dsc)
+    (tmp_path / "p_1.0.orig.tar.gz").write_bytes(b"payloaX")
+    assert not source.verify_dsc(dsc, quiet=True)
+    with pytest.raises(PipelineError, match="corrupted download"):
+        source.verify_dsc(dsc)
+
+
+# --- profile check ----------------------------------------------------------------
+
+def fake_tree(tmp_path, objects, gcdas):
+    build, prof = tmp_path / "build", tmp_path / "profile"
+    for obj in objects:
+        (build / obj).parent.mkdir(parents=True, exist_ok=True)
+        (build / obj).write_bytes(b"o")
+    prof.mkdir()
+    for name in gcdas:
+        (prof / name).write_bytes(b"gcda")
+    return build, prof
+
+
+def test_profile_check_counts_per_hot_directory(tmp_path):
+    build, prof = fake_tree(tmp_path, ["sql/CMakeFiles/sql.dir/a.cc.o", "sql/CMakeFiles/sql.dir/b.cc.o",
+                                       "mysys/CMakeFiles/mysys.dir/c.c.o", "client/x.c.o"],
+                            ["sql#CMakeFiles#sql.dir#a.cc.gcda", "mysys#CMakeFiles#mysys.dir#c.c.gcda",
+                             "#tmp#CMakeTmp#check.c.gcda"])
+    figures = profile.check(prof, build, ["sql", "mysys"], "1.0.0")
+    assert figures["gcda_files"] == 3 and figures["build_objects_with_profile"] == 2
+    assert figures["hot_dirs"]["sql"] == {"objects": 2, "with_profile": 1, "share": 0.5}
+    assert figures["profile_id"].startswith("1.0.0-")
+
+
+def test_profile_check_fails_without_data_in_a_hot_directory(tmp_path):
+    build, prof = fake_tree(tmp_path, ["sql/a.cc.o", "strings/s.c.o"], ["sql#a.cc.gcda"])
+    with pytest.raises(PipelineError, match=r"no profile data for hot objects in strings \(1 objects\)"):
+        profile.check(prof, build, ["sql", "strings"], "1.0.0")
+
+
+def test_compiler_warnings_are_counted_and_classified():
+    log = """\
+[3/9] Building CXX object sql/CMakeFiles/sql.dir/a.cc.o
+../sql/a.cc:10:1: warning: '/w/profile/sql#CMakeFiles#sql.dir#a.cc.gcda' profile count data file not found [-Wmissing-profile]
+../client/c.c:1:1: warning: ‘/w/profile/client#c.c.gcda’ profile count data file not found [-Wmissing-profile]
+../sql/b.cc:5:3: warning: source locations for function 'f' have changed, the profile data may be out of date [-Wcoverage-mismatch]
+"""
+    counts = profile.compiler_warnings(log, ["sql"])
+    assert counts["missing_profile"] == 2 and counts["missing_profile_hot"] == 1
+    assert counts["coverage_mismatch"] == 1
+    assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/a.cc"]

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Install what this repository needs on Debian 12, as root.
+#   tools/install-deps.sh build   the MariaDB PGO build (compilers, MariaDB's build dependencies)
+#   tools/install-deps.sh test    the tests (the fixture build, a real MariaDB server, sysbench, ...)
+set -eu
+what=${1:-build}
+
+build_packages="gcc g++ cmake ninja-build bison pkg-config git
+  libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
+  libpam0g-dev libsystemd-dev libxml2-dev libcurl4-openssl-dev
+  mariadb-client libmariadb-dev sysbench"
+test_packages="$build_packages mariadb-server valgrind"
+
+case "$what" in
+  build) packages=$build_packages ;;
+  test) packages=$test_packages ;;
+  *) echo "usage: $0 build|test" >&2; exit 2 ;;
+esac
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $packages
+python3 -m pip install -q -r "$(dirname "$0")/../requirements.txt"
