@@ -1,0 +1,59 @@
+/* One connection that runs statements through one client API and counts them. */
+#ifndef PROFILE_LOAD_CLIENT_H
+#define PROFILE_LOAD_CLIENT_H
+
+#include <stdint.h>
+
+#include <mysql.h>
+
+#include "matrix.h"
+
+struct target {
+    const char *socket;
+    const char *user;
+    const char *password;
+    const char *database; /* NULL: none */
+};
+
+enum param_type { PARAM_INT, PARAM_TEXT };
+
+struct param {
+    enum param_type type;
+    long long i;
+    const char *s;
+};
+
+#define OUTCOME_COLUMNS 4
+#define OUTCOME_WIDTH 64
+
+struct outcome {
+    long long affected_rows;
+    long long rows;
+    char first_row[OUTCOME_COLUMNS][OUTCOME_WIDTH]; /* "" for NULL or missing */
+};
+
+#define CACHED_STATEMENTS 64
+
+struct client {
+    MYSQL *mysql;
+    enum api api;
+    struct {
+        char *sql;
+        MYSQL_STMT *stmt;
+    } cache[CACHED_STATEMENTS];
+    int cached;
+    long long statements;
+    uint64_t digest; /* FNV-1a over every template and parameter run */
+};
+
+/* Return EXIT_OK, or EXIT_SERVER after printing why (with "server died" when it vanished). */
+int client_connect(struct client *c, const struct target *t, enum api api, int had_connected);
+
+/* Run one statement; '?' in sql are placeholders for params. Prints and returns
+   EXIT_WORKLOAD on an SQL error, EXIT_SERVER when the server died or went away. */
+int client_exec(struct client *c, const char *sql, const struct param *params, int nparams,
+                struct outcome *out);
+
+void client_close(struct client *c);
+
+#endif

@@ -1,0 +1,28 @@
+/* The workload matrix: every pass runs one (engine, binlog format, client API) cell.
+   Also the version and exit codes that all parts of the program share. */
+#ifndef PROFILE_LOAD_MATRIX_H
+#define PROFILE_LOAD_MATRIX_H
+
+/* Bump when the statements change: an archived profile records which workload made it. */
+#define PROFILE_LOAD_VERSION "1"
+
+enum exit_code {
+    EXIT_OK = 0,
+    EXIT_WORKLOAD = 1, /* unexpected SQL error or a check on the data failed */
+    EXIT_USAGE = 2,
+    EXIT_SERVER = 3    /* install, start, connect, crash or unclean shutdown */
+};
+
+enum engine { ENGINE_INNODB, ENGINE_MYISAM, ENGINE_ARIA, ENGINE_MEMORY, ENGINE_COUNT };
+enum binlog { BINLOG_OFF, BINLOG_STATEMENT, BINLOG_MIXED, BINLOG_ROW, BINLOG_COUNT };
+enum api { API_TEXT, API_PREPARED, API_CURSOR, API_NONBLOCKING, API_COUNT };
+
+extern const char *const engine_names[ENGINE_COUNT];
+extern const char *const binlog_names[BINLOG_COUNT];
+extern const char *const api_names[API_COUNT];
+
+/* The SQL spelling: ENGINE=... and binlog_format=... */
+extern const char *const engine_sql[ENGINE_COUNT];
+extern const char *const binlog_sql[BINLOG_COUNT];
+
+#endif

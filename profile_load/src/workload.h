@@ -1,0 +1,32 @@
+/* The statements of one pass, and the session setup that selects its binlog format. */
+#ifndef PROFILE_LOAD_WORKLOAD_H
+#define PROFILE_LOAD_WORKLOAD_H
+
+#include <stdint.h>
+
+#include "client.h"
+#include "matrix.h"
+
+#define WORKLOAD_DATABASE "profile_load"
+
+struct cell {
+    enum engine engine;
+    enum binlog binlog;
+    enum api api;
+    unsigned repetition; /* 0 for the first run through the matrix */
+};
+
+struct cell_result {
+    long long statements;
+    uint64_t digest;
+};
+
+/* Creates the database; warns when binlog formats are asked of a server without a binlog. */
+int workload_prepare(const struct target *server, int wants_binlog);
+
+int workload_run_cell(const struct target *server, const struct cell *cell, uint64_t seed,
+                      int rows, struct cell_result *result);
+
+int workload_cleanup(const struct target *server);
+
+#endif
