@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, profile, source
+from pgo import PipelineError, archive, profile, source
 from pgo.config import build_config
 from pgo.toolchain import detect, fingerprint, pgo_flags
 from pgo.workdir import REPO, read_json, write_json
@@ -180,6 +180,10 @@ PHASES = {p.name: p for p in (
           check_profile, ("profile", "build/instrumented"), ("profile-check.json",)),
     Phase("optimized", "configure + build with -fprofile-use, count profile warnings",
           build_optimized, ("src", "profile", "profile-check.json"), ("build/optimized", "profile-use.json")),
+    Phase("archive", "store the profile in the profile archive, with its manifest",
+          archive.archive_phase, ("profile", "profile-check.json", "profile-use.json"), ("archive.json",)),
+    Phase("import", "take the profile from the archive, check it fits this build",
+          archive.import_profile, ("source.json",), ("profile", "profile-check.json")),
     Phase("plain", "configure + build without a profile (the baseline)",
           build_plain, ("src",), ("build/plain",)),
     Phase("stage", "install the build into the staging tree for the packagers",
@@ -187,6 +191,12 @@ PHASES = {p.name: p for p in (
 )}
 
 PIPELINES = {
-    "on": ("source", "instrumented", "train", "check", "optimized", "stage"),
+    "on": ("source", "instrumented", "train", "check", "optimized", "archive", "stage"),
     "off": ("source", "plain", "stage"),
+    # An archived profile instead of training: one build instead of two.
+    "reuse": ("source", "import", "optimized", "stage"),
 }
+
+
+def pipeline_name(settings):
+    return "reuse" if settings.profile_from else settings.pgo

@@ -14,6 +14,10 @@ from pgo import PipelineError
 
 MISSING_PROFILE = re.compile(r"‘?'?([^\s‘’']+\.gcda)’?'? profile count data file not found")
 COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
+# GCC still uses the counters of a function whose lines moved (or whose source
+# path differs, as in a build from another directory); only the other
+# coverage-mismatch warnings mean it discarded a function's profile.
+SOURCE_MOVED = "have changed, the profile data may be out of date"
 
 
 def gcda_files(profile_dir):
@@ -82,10 +86,15 @@ def compiler_warnings(log_text, hot_dirs):
     for match in MISSING_PROFILE.finditer(log_text):
         name = Path(match.group(1)).name
         missing.add(object_of(name))
-    mismatch = sum(1 for line in log_text.splitlines() if COVERAGE_MISMATCH in line)
+    # GCC repeats a function's warning once per counter kind: count functions, by location.
+    discarded, moved = set(), set()
+    for line in log_text.splitlines():
+        if COVERAGE_MISMATCH in line:
+            (moved if SOURCE_MOVED in line else discarded).add(line.split(": warning:", 1)[0])
     missing_hot = sorted(o for o in missing if any(in_dir(o, d) for d in hot_dirs))
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
-            "coverage_mismatch": mismatch, "missing_hot_objects": missing_hot[:50]}
+            "coverage_mismatch": len(discarded), "source_moved": len(moved),
+            "missing_hot_objects": missing_hot[:50]}
 
 
 def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):

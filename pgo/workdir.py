@@ -24,6 +24,9 @@ class Settings:
     cache: str | None = None
     max_mismatch: int = 0
     min_hot_coverage: float = 0.3
+    archive: str | None = None        # profile archive root (pgo/archive.py)
+    archive_kind: str = "release"     # release (kept) or nightly (pruned)
+    profile_from: str | None = None   # archive entry reused instead of training
 
 
 class Workdir:

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,12 @@ def run_pgo(*args, cwd=REPO, check=True):
         raise AssertionError(f"pgo {' '.join(map(str, args))} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_profile_archive(tmp_path_factory):
+    """Tests archive their profiles in a temporary archive, never the user's."""
+    os.environ["PGO_ARCHIVE"] = str(tmp_path_factory.mktemp("profile-archive"))
 
 
 @pytest.fixture

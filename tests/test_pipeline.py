@@ -28,8 +28,8 @@ def trained(tmp_path_factory):
 
 def test_every_phase_announces_itself_and_is_timed(trained):
     workdir, out = trained
-    for step, name in enumerate(["source", "instrumented", "train", "check", "optimized", "stage"], 1):
-        assert f"== phase {step} of 6: {name}:" in out
+    for step, name in enumerate(["source", "instrumented", "train", "check", "optimized", "archive", "stage"], 1):
+        assert f"== phase {step} of 7: {name}:" in out
         assert (workdir / "logs" / f"{name}.log").is_file()
     assert "timing summary:" in out and "whole PGO build / one build" in out
     assert "[instrumented] compile 4/4" in out
@@ -84,7 +84,7 @@ def test_rerun_resumes_and_a_rerun_phase_invalidates_later_ones(trained, pgo):
     state = json.loads((workdir / "state.json").read_text())["done"]
     assert "train" in state and "check" not in state and "optimized" not in state
     resumed = pgo(*BUILD, "--workdir", workdir)
-    assert "== phase 4 of 6: check" in resumed.stdout and "phase 2 of 6" not in resumed.stdout
+    assert "== phase 4 of 7: check" in resumed.stdout and "phase 2 of 7" not in resumed.stdout
 
 
 def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, trained):
@@ -172,7 +172,8 @@ def test_workdir_set_up_differently_is_refused(trained, pgo):
 
 def test_phases_are_data(pgo):
     phases = json.loads(pgo("phases", "--json").stdout)
-    assert [p["name"] for p in phases] == ["source", "instrumented", "train", "check", "optimized", "stage"]
+    assert [p["name"] for p in phases] == ["source", "instrumented", "train", "check", "optimized", "archive",
+                                          "stage"]
     produced = {o for p in phases for o in p["outputs"]}
     assert all(i in produced for p in phases for i in p["inputs"])
 

@@ -1,0 +1,577 @@
+"""The profile archive: every release's profile kept with a manifest, verifiable and reusable.
+
+An archive entry is one directory:
+
+    <root>/<product>/<version>/<target>-gcc-<compiler version>/<profile id>/
+        profile.tar.xz    manifest.json + profile/<name>.gcda, the one file that is the profile
+        manifest.json     a copy of the archived manifest, so that list and show need not unpack
+        sha256sums.txt    both files' checksums, in `sha256sum -c` format
+
+An entry is written in a hidden directory next to its final place, synced, and
+renamed into place. Readers never see half an entry, and rename never replaces a
+non-empty directory: of two builds storing the same profile at once, the second
+finds the first one's entry and leaves it alone.
+
+The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
+Buildbot builder points --archive at a worker directory that it uploads to the
+master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
+and the build's number) for the manifest.
+
+`pgo build --profile-from NAME|latest` builds with an archived profile instead
+of training. "latest" is the newest entry of the same product line (major.minor),
+no newer than the version built, for the same target, GCC version and flags
+fingerprint; any other difference in those is refused before building. A profile
+of other source is stale: the optimised build fails when GCC discarded the
+profile of more than 1% of its functions, or when fewer than 90% of the hot
+objects that got a profile in the training build get one now, unless
+--max-mismatch / --min-hot-coverage say otherwise or --accept-stale accepts any
+staleness short of no profile at all.
+"""
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pgo import PipelineError, profile
+from pgo.config import build_config
+from pgo.source import sha256_file
+from pgo.toolchain import detect, fingerprint, pgo_flags
+from pgo.workdir import Workdir, read_json, write_json
+
+MANIFEST_FORMAT = 1
+ARCHIVE = "profile.tar.xz"
+MANIFEST = "manifest.json"
+SUMS = "sha256sums.txt"
+KINDS = ("release", "nightly")
+BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
+# A reused profile from other source loses the functions whose control flow
+# changed (GCC discards their counters) and the objects that are new. Allow a
+# little of both by default: 1% of the profile's functions discarded, and 90%
+# of the hot coverage the training build reached.
+REUSE_DISCARD_SHARE = 0.01
+REUSE_COVERAGE_SHARE = 0.9
+
+
+def default_root():
+    if os.environ.get("PGO_ARCHIVE"):
+        return Path(os.environ["PGO_ARCHIVE"]).resolve()
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return (data / "pgo" / "profiles").resolve()
+
+
+def root_of(archive_option):
+    return Path(archive_option).resolve() if archive_option else default_root()
+
+
+def compiler_target(cc):
+    result = subprocess.run([cc, "-dumpmachine"], capture_output=True, text=True)
+    if result.returncode != 0 or not result.stdout.strip():
+        raise PipelineError(f"'{cc} -dumpmachine' failed: cannot tell the compiler's target platform")
+    return result.stdout.strip()
+
+
+def version_line(version):
+    return ".".join(version.split(".")[:2])
+
+
+def version_key(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+# --- entries ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entry:
+    root: Path
+    name: str            # <product>/<version>/<platform>/<profile id>, relative to root
+
+    @property
+    def path(self):
+        return self.root / self.name
+
+    @property
+    def profile_id(self):
+        return self.name.rsplit("/", 1)[1]
+
+    def manifest(self):
+        try:
+            return json.loads((self.path / MANIFEST).read_text())
+        except (OSError, ValueError) as e:
+            raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
+
+
+def entries(root):
+    """Every entry in the archive; hidden directories are unfinished writes."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.glob("*/*/*/*")):
+        parts = path.relative_to(root).parts
+        if path.is_dir() and not any(p.startswith(".") for p in parts):
+            found.append(Entry(root, "/".join(parts)))
+    return found
+
+
+def find(root, name):
+    """An entry by its name, or by its profile id alone when that is unique."""
+    name = name.strip("/")
+    matches = [e for e in entries(root) if name in (e.name, e.profile_id)]
+    if not matches:
+        raise PipelineError(f"no archived profile '{name}' in {root} (see `pgo archive list --archive {root}`)")
+    if len(matches) > 1:
+        raise PipelineError(f"'{name}' names {len(matches)} archived profiles: "
+                            f"{', '.join(e.name for e in matches)}; give the full name")
+    return matches[0]
+
+
+# --- storing ------------------------------------------------------------------
+
+def store(workdir, root, kind, out=print):
+    """Archive a trained work directory's profile (once); return its entry."""
+    manifest, files = manifest_of(workdir, kind)
+    entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
+                        f"{manifest['compiler']['version']}/{manifest['profile_id']}")
+    if entry.path.exists():
+        return existing(entry, out)
+    parent = entry.path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{entry.profile_id}.partial-", dir=parent))
+        partial.chmod(0o755)
+    except OSError as e:
+        raise PipelineError(f"cannot create the archive directory {parent}: {e.strerror}") from e
+    try:
+        write_entry(partial, manifest, files)
+        try:
+            partial.rename(entry.path)
+        except OSError:
+            if not entry.path.is_dir():
+                raise
+            shutil.rmtree(partial)
+            return existing(entry, out)
+    except OSError as e:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise PipelineError(f"cannot archive profile {entry.profile_id} in {root}: {e.strerror or e}; "
+                            "nothing was stored, archived profiles are unchanged") from e
+    sync_dir(parent)
+    out(f"archived profile {entry.profile_id} as {entry.name} in {root}")
+    return entry
+
+
+def manifest_of(workdir, kind):
+    """The manifest of a trained work directory's profile, and its .gcda files, checked."""
+    if kind not in KINDS:
+        raise PipelineError(f"unknown archive kind '{kind}' (known: {', '.join(KINDS)})")
+    settings = workdir.load_settings()
+    if settings.profile_from:
+        raise PipelineError(f"{workdir.root} reused the archived profile {settings.profile_from}; "
+                            "only trained profiles are archived")
+    config = build_config(settings.config)
+    compiler = detect(settings.cc, settings.cxx)
+    profile_dir = workdir.profile(settings)
+    check = read_json(workdir.root / "profile-check.json")
+    use = read_json(workdir.root / "profile-use.json")
+    files = profile.gcda_files(profile_dir)
+    if not files:
+        raise PipelineError(f"{profile_dir} holds no .gcda files: nothing to archive")
+    current_id = profile.profile_id(profile_dir, settings.version)
+    if current_id != check["profile_id"] or use.get("profile_id") != current_id:
+        raise PipelineError(f"the profile in {profile_dir} is {current_id}, but the check and the optimised build "
+                            f"used {check['profile_id']}: rerun the check and optimized phases first")
+    functions = readable_functions(profile_dir, files, compiler.version)
+    target = compiler_target(compiler.cc)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "profile_id": current_id,
+        "kind": kind,
+        "product": config.product.name,
+        "version": settings.version,
+        "line": version_line(settings.version),
+        "config": config.name,
+        "source": read_json(workdir.root / "source.json"),
+        "compiler": {"cc": compiler.cc, "version": compiler.version, "banner": compiler.banner,
+                     "target": target},
+        "cmake_args": list(config.cmake_args),
+        "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR")[0],
+        "flags_fingerprint": fingerprint(config.cmake_args),
+        "training": check.get("training"),
+        "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id")},
+        "optimized": {k: use[k] for k in ("hot_objects", "hot_coverage", "missing_profile", "coverage_mismatch")},
+        "functions": functions,
+        "files": [{"name": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)} for f in files],
+        "built_by": {"host": socket.gethostname(), "user": os.environ.get("USER") or str(os.getuid()),
+                     **{key: os.environ.get(var) for key, var in BUILDBOT_ENV.items()}},
+        "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+    }
+    return manifest, files
+
+
+def existing(entry, out):
+    """The same profile is archived already: fine if intact, an error if damaged (never overwritten)."""
+    problems = check_sums(entry)
+    if problems:
+        raise PipelineError(f"profile {entry.profile_id} is archived already as {entry.name}, but that entry is "
+                            f"damaged ({problems[0]}); move it aside, then store again")
+    out(f"profile {entry.profile_id} is archived already as {entry.name}; nothing to do")
+    return entry
+
+
+def write_entry(directory, manifest, files):
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    with open(directory / ARCHIVE, "wb") as raw:
+        with tarfile.open(fileobj=raw, mode="w:xz") as tar:
+            add_bytes(tar, MANIFEST, manifest_bytes)
+            for f in files:
+                add_bytes(tar, f"profile/{f.name}", f.read_bytes())
+        raw.flush()
+        os.fsync(raw.fileno())
+    write_synced(directory / MANIFEST, manifest_bytes)
+    sums = "".join(f"{sha256_file(directory / name)}  {name}\n" for name in (ARCHIVE, MANIFEST))
+    write_synced(directory / SUMS, sums.encode())
+    sync_dir(directory)
+
+
+def add_bytes(tar, name, data):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    info.mtime = int(time.time())
+    tar.addfile(info, fileobj=io.BytesIO(data))
+
+
+def write_synced(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def sync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- checking -----------------------------------------------------------------
+
+def gcov_tool(version):
+    """The gcov-tool of exactly this GCC version: .gcda files are version specific."""
+    found = []
+    for name in (f"gcov-tool-{version.split('.')[0]}", "gcov-tool"):
+        tool = shutil.which(name)
+        if tool:
+            result = subprocess.run([tool, "--version"], capture_output=True, text=True)
+            words = result.stdout.splitlines()[0].split() if result.stdout else ["?"]
+            if words[-1] == version:
+                return tool
+            found.append(f"{name} {words[-1]}")
+    raise PipelineError(f"no gcov-tool of GCC {version} on this machine (found: {', '.join(found) or 'none'}): "
+                        "cannot check that the .gcda files are readable")
+
+
+def readable_functions(directory, files, version):
+    """Have this compiler's gcov-tool read every .gcda; return how many functions they hold."""
+    tool = gcov_tool(version)
+    with tempfile.TemporaryDirectory(prefix="pgo-gcov-tool-") as scratch:
+        out = Path(scratch) / "rewritten"
+        result = subprocess.run([tool, "rewrite", "-v", str(directory), "-o", str(out)],
+                                capture_output=True, text=True)
+        written = {p.name for p in out.glob("*.gcda")}
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("reading file:")]
+    if result.returncode != 0:
+        raise PipelineError(f"{tool} rewrite failed on {directory} (exit status {result.returncode}): "
+                            f"{errors[-1] if errors else 'no message'}")
+    # gcov-tool skips what it cannot read and still exits 0: compare what it wrote back.
+    unreadable = [f.name for f in files if f.stat().st_size > 0 and f.name not in written]
+    if unreadable:
+        raise PipelineError(f"gcov-tool of GCC {version} cannot read {len(unreadable)} .gcda files "
+                            f"({', '.join(unreadable[:3])}): {errors[-1] if errors else 'no message'}")
+    return result.stdout.count("tag one function")
+
+
+def check_sums(entry):
+    problems = []
+    sums_file = entry.path / SUMS
+    if not sums_file.is_file():
+        return [f"{SUMS} is missing"]
+    listed = dict(reversed(line.split(None, 1)) for line in sums_file.read_text().splitlines() if line.strip())
+    for name in (ARCHIVE, MANIFEST):
+        path = entry.path / name
+        if name not in listed:
+            problems.append(f"{SUMS} does not list {name}")
+        elif not path.is_file():
+            problems.append(f"{name} is missing")
+        elif sha256_file(path) != listed[name].strip():
+            problems.append(f"{name} does not match its checksum (truncated or corrupted)")
+    return problems
+
+
+def unpack(entry, dest):
+    """Check an entry completely and unpack its .gcda files into dest (created); return its manifest."""
+    problems = check_sums(entry)
+    if problems:
+        raise PipelineError(f"archived profile {entry.name} is damaged: {'; '.join(problems)}")
+    manifest = entry.manifest()
+    outer = (entry.path / MANIFEST).read_bytes()
+    expected = {f["name"]: f for f in manifest.get("files", [])}
+    seen = set()
+    dest.mkdir(parents=True)
+    try:
+        with tarfile.open(entry.path / ARCHIVE, "r:xz") as tar:
+            for member in tar:
+                data = tar.extractfile(member).read() if member.isfile() else None
+                name = member.name.removeprefix("profile/")
+                if member.name == MANIFEST and data == outer:
+                    continue
+                if member.name == MANIFEST:
+                    raise PipelineError(f"archived profile {entry.name}: {MANIFEST} differs from the manifest "
+                                        "inside the archive")
+                if data is None or "/" in name or name not in expected:
+                    raise PipelineError(f"archived profile {entry.name} holds {member.name}, "
+                                        "which its manifest does not list")
+                if len(data) != expected[name]["size"] or hashlib.sha256(data).hexdigest() != expected[name]["sha256"]:
+                    raise PipelineError(f"archived profile {entry.name}: {name} does not match its manifest")
+                (dest / name).write_bytes(data)
+                seen.add(name)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise PipelineError(f"archived profile {entry.name}: cannot unpack {ARCHIVE}: {e}") from e
+    if seen != set(expected):
+        missing = sorted(set(expected) - seen)
+        raise PipelineError(f"archived profile {entry.name} lacks {len(missing)} files its manifest lists "
+                            f"({', '.join(missing[:3])})")
+    readable_functions(dest, sorted(dest.glob("*.gcda")), manifest["compiler"]["version"])
+    return manifest
+
+
+def verify(entry):
+    """Every check an entry can get; returns its manifest or raises PipelineError."""
+    with tempfile.TemporaryDirectory(prefix="pgo-verify-") as scratch:
+        return unpack(entry, Path(scratch) / "profile")
+
+
+# --- reuse --------------------------------------------------------------------
+
+def latest(root, product, version, target, compiler_version, flags_fingerprint):
+    """Newest compatible profile of this product line, from this version or an older one."""
+    candidates = []
+    for entry in entries(root):
+        m = entry.manifest()
+        if (m["product"] == product and m["line"] == version_line(version)
+                and version_key(m["version"]) <= version_key(version)
+                and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
+            candidates.append((version_key(m["version"]), m["created"], entry))
+    if not candidates:
+        raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
+                            f"{version} built by GCC {compiler_version} for {target} with flags "
+                            f"{flags_fingerprint}")
+    return max(candidates, key=lambda c: c[:2])[2]
+
+
+def incompatibilities(manifest, product, target, compiler_version, flags_fingerprint):
+    """What differs between a profile and a build in ways that make the profile useless or wrong."""
+    theirs = (manifest["product"], manifest["compiler"]["target"], manifest["compiler"]["version"],
+              manifest["flags_fingerprint"])
+    ours = (product, target, compiler_version, flags_fingerprint)
+    names = ("product", "target platform", "compiler version (GCC)", "flags fingerprint")
+    return [f"{name}: profile {a}, this build {b}" for name, a, b in zip(names, theirs, ours) if a != b]
+
+
+def plan_reuse(args, root):
+    """Choose the archived profile for a build and its limits, before anything is built.
+
+    Returns (entry name, max discarded functions, min hot coverage).
+    """
+    config = build_config(args.config)
+    compiler = detect(args.cc, args.cxx)
+    target = compiler_target(compiler.cc)
+    flags = fingerprint(config.cmake_args)
+    if args.profile_from == "latest":
+        entry = latest(root, config.product.name, args.version, target, compiler.version, flags)
+    else:
+        entry = find(root, args.profile_from)
+    manifest = entry.manifest()
+    differs = incompatibilities(manifest, config.product.name, target, compiler.version, flags)
+    if differs:
+        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
+    if args.accept_stale:
+        # Stale is accepted, a build without any profile is not.
+        max_discarded, min_coverage = manifest["functions"], 0.001
+    else:
+        max_discarded = int(manifest["functions"] * REUSE_DISCARD_SHARE)
+        min_coverage = round(manifest["optimized"]["hot_coverage"] * REUSE_COVERAGE_SHARE, 3)
+    if args.max_mismatch is not None:
+        max_discarded = args.max_mismatch
+    if args.min_hot_coverage is not None:
+        min_coverage = args.min_hot_coverage
+    return entry.name, max_discarded, min_coverage
+
+
+def import_profile(ctx, log):
+    """The reuse pipeline's phase: unpack the archived profile, check it fits, say how stale it is."""
+    s = ctx.settings
+    entry = find(root_of(s.archive), s.profile_from)
+    manifest = entry.manifest()
+    differs = incompatibilities(manifest, ctx.product.name, compiler_target(ctx.compiler.cc),
+                                ctx.compiler.version, fingerprint(ctx.config.cmake_args))
+    if differs:
+        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
+    unpacking = ctx.profile.with_name(ctx.profile.name + ".importing")
+    shutil.rmtree(unpacking, ignore_errors=True)
+    try:
+        unpack(entry, unpacking)
+    except PipelineError:
+        shutil.rmtree(unpacking, ignore_errors=True)
+        raise
+    shutil.rmtree(ctx.profile, ignore_errors=True)
+    unpacking.rename(ctx.profile)
+    source = read_json(ctx.workdir.root / "source.json")
+    stale = manifest["source"]["checksum"] != source["checksum"]
+    figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
+                   reused={"entry": entry.name, "version": manifest["version"], "created": manifest["created"],
+                           "source_checksum": manifest["source"]["checksum"], "stale": stale,
+                           "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
+    write_json(ctx.workdir.root / "profile-check.json", figures)
+    lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
+             f"{manifest['functions']} functions)"]
+    if stale:
+        lines.append(f"stale: trained on {manifest['product']} {manifest['version']} source "
+                     f"{manifest['source']['checksum'][:12]}, this is {s.version} source {source['checksum'][:12]}")
+    else:
+        lines.append("trained on this very source")
+    lines.append(f"limits: at most {s.max_mismatch} functions with a discarded profile, at least "
+                 f"{s.min_hot_coverage:.0%} hot coverage (the training build had "
+                 f"{manifest['optimized']['hot_coverage']:.0%})")
+    for line in lines:
+        log.note(line)
+        print(f"[import] {line}", flush=True)
+
+
+def archive_phase(ctx, log):
+    """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
+    entry = store(ctx.workdir, root_of(ctx.settings.archive), ctx.settings.archive_kind,
+                     out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
+    write_json(ctx.workdir.root / "archive.json", {"root": str(entry.root), "entry": entry.name})
+
+
+# --- pruning ------------------------------------------------------------------
+
+def prune(root, keep, dry_run, out=print):
+    """Keep every release; of the nightlies keep the newest `keep` per product line, platform and config."""
+    groups = {}
+    for entry in entries(root):
+        m = entry.manifest()
+        if m["kind"] == "nightly":
+            key = (m["product"], m["line"], m["compiler"]["target"], m["compiler"]["version"], m["config"])
+            groups.setdefault(key, []).append((m["created"], entry))
+    removed = []
+    for nightlies in groups.values():
+        nightlies.sort(key=lambda n: n[0], reverse=True)
+        for _, entry in nightlies[keep:]:
+            removed.append(entry)
+            out(f"{'would remove' if dry_run else 'removing'} {entry.name}")
+            if not dry_run:
+                # Out of sight first, so that no reader finds half an entry.
+                doomed = entry.path.with_name(f".{entry.profile_id}.removing")
+                try:
+                    entry.path.rename(doomed)
+                    shutil.rmtree(doomed)
+                except OSError as e:
+                    raise PipelineError(f"cannot remove {entry.name}: {e.strerror or e}") from e
+    return removed
+
+
+# --- command line -------------------------------------------------------------
+
+def register(subparsers):
+    archive = subparsers.add_parser("archive", help="the profile archive: store, list, show, verify, prune",
+                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = archive.add_subparsers(metavar="action")
+
+    def action(name, func, help):
+        parser = commands.add_parser(name, help=help)
+        parser.add_argument("--archive", help="archive directory (default: $PGO_ARCHIVE or "
+                            "~/.local/share/pgo/profiles)")
+        parser.set_defaults(func=func)
+        return parser
+
+    store_cmd = action("store", cmd_store, "archive the profile of a trained work directory")
+    store_cmd.add_argument("--workdir", required=True)
+    store_cmd.add_argument("--kind", choices=KINDS,
+                           help="release (kept forever) or nightly (pruned); default: the build's --archive-kind")
+    list_cmd = action("list", cmd_list, "list the archived profiles")
+    list_cmd.add_argument("--json", action="store_true")
+    show = action("show", cmd_show, "print an archived profile's manifest")
+    show.add_argument("name", help="entry name or profile id")
+    verify_cmd = action("verify", cmd_verify, "check checksums, manifest and every .gcda of one or all entries")
+    verify_cmd.add_argument("name", nargs="?", help="entry name or profile id (default: all)")
+    prune_cmd = action("prune", cmd_prune, "remove old nightly profiles (releases are always kept)")
+    prune_cmd.add_argument("--keep", type=int, default=10, help="nightlies kept per product line (default 10)")
+    prune_cmd.add_argument("--dry-run", action="store_true")
+    archive.set_defaults(func=lambda args: archive.print_help() or 2)
+
+
+def cmd_store(args):
+    workdir = Workdir(args.workdir)
+    settings = workdir.load_settings()
+    root = root_of(args.archive or settings.archive)
+    store(workdir, root, args.kind or settings.archive_kind)
+
+
+def cmd_list(args):
+    root = root_of(args.archive)
+    rows = []
+    for entry in entries(root):
+        m = entry.manifest()
+        rows.append({"name": entry.name, "kind": m["kind"], "config": m["config"], "created": m["created"],
+                     "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no archived profiles in {root}")
+    for row in [] if args.json else rows:
+        print(f"{row['name']:<70} {row['kind']:<8} {row['config']:<10} {row['created']}")
+
+
+def cmd_show(args):
+    print(json.dumps(find(root_of(args.archive), args.name).manifest(), indent=2, sort_keys=True))
+
+
+def cmd_verify(args):
+    root = root_of(args.archive)
+    chosen = [find(root, args.name)] if args.name else entries(root)
+    if not chosen:
+        raise PipelineError(f"no archived profiles in {root}")
+    failed = 0
+    for entry in chosen:
+        try:
+            manifest = verify(entry)
+            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions)")
+        except PipelineError as e:
+            failed += 1
+            print(f"FAILED  {entry.name}: {e}")
+    if failed:
+        print(f"pgo: error: {failed} of {len(chosen)} archived profiles failed verification", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_prune(args):
+    if args.keep < 1:
+        raise PipelineError("--keep must be at least 1")
+    removed = prune(root_of(args.archive), args.keep, args.dry_run)
+    print(f"{'would remove' if args.dry_run else 'removed'} {len(removed)} nightly profiles")
+
