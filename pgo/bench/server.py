@@ -1,0 +1,148 @@
+"""One MariaDB server on a private datadir and unix socket, pinned to its CPUs."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from pgo.bench.errors import InfraError
+
+DATABASE = "sbtest"
+START_TIMEOUT = 120
+STOP_TIMEOUT = 300
+
+
+def common_options(buffer_pool, max_threads, extra):
+    """Server options both builds get, so that only the binary differs.
+
+    The buffer pool is fixed (its _max too: newer servers reserve address space for growth,
+    which valgrind cannot map), and filled by an explicit prewarm, not by a background load
+    of the previous run's dump. Commits flush the log once a second: the benchmark measures
+    the server's code paths, not the disk's fsync latency.
+    """
+    return [
+        f"--innodb-buffer-pool-size={buffer_pool}",
+        f"--loose-innodb-buffer-pool-size-max={buffer_pool}",
+        "--innodb-buffer-pool-load-at-startup=OFF",
+        "--innodb-buffer-pool-dump-at-shutdown=OFF",
+        "--innodb-log-file-size=256M",
+        "--innodb-flush-log-at-trx-commit=2",
+        f"--max-connections={max_threads + 50}",
+        "--max-prepared-stmt-count=1048576",
+        *extra,
+    ]
+
+
+class Server:
+    def __init__(self, build, root, logs, cpus, options):
+        self.build = build
+        self.root = root
+        self.datadir = root / "data"
+        self.cpus = cpus
+        self.options = options
+        self.logs = logs
+        self.error_log = logs / f"server-{build.label}.err"
+        self.process = None
+        self.socket_dir = None
+        self.socket = None
+
+    @property
+    def name(self):
+        return f"server {self.build.label}"
+
+    def install(self):
+        shutil.rmtree(self.datadir, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        cmd = [str(self.build.install_db), "--no-defaults", f"--basedir={self.build.basedir}",
+               f"--datadir={self.datadir}", "--auth-root-authentication-method=normal", *as_root()]
+        log = self.logs / f"install-db-{self.build.label}.log"
+        with open(log, "w") as out:
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            raise InfraError(f"{self.name}: mariadb-install-db failed (exit {code}): {last_line(log)}")
+
+    def start(self, wrapper=(), timeout=START_TIMEOUT, extra_options=()):
+        """Start under taskset (and a wrapper such as valgrind); return when it accepts clients."""
+        # Unix socket paths are limited to ~107 bytes; a short private directory always fits.
+        self.socket_dir = tempfile.mkdtemp(prefix="pgo-bench-")
+        self.socket = os.path.join(self.socket_dir, f"{self.build.label}.sock")
+        init_file = self.root / "init.sql"
+        init_file.write_text(f"CREATE DATABASE IF NOT EXISTS {DATABASE};\n")
+        cmd = ["taskset", "-c", self.cpus, *wrapper, str(self.build.server), "--no-defaults",
+               f"--basedir={self.build.basedir}", f"--datadir={self.datadir}",
+               f"--socket={self.socket}", "--skip-networking", f"--pid-file={self.root / 'server.pid'}",
+               f"--log-error={self.error_log}", f"--init-file={init_file}", *as_root(),
+               *self.options, *extra_options]
+        self.console = open(self.logs / f"server-{self.build.label}.console", "a")
+        self.process = subprocess.Popen(cmd, stdout=self.console, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while not self.accepts_clients():
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.cleanup()
+                raise InfraError(f"{self.name} did not start (exit {code}): {self.last_error()}")
+            if time.monotonic() > deadline:
+                self.stop(check=False)
+                raise InfraError(f"{self.name} did not accept clients within {timeout} s; "
+                                 f"see {self.error_log.name}")
+            time.sleep(0.2)
+
+    def accepts_clients(self):
+        """True once the server sends its greeting on the socket."""
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(2)
+                s.connect(self.socket)
+                return bool(s.recv(4))
+        except OSError:
+            return False
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def stop(self, check=True, timeout=STOP_TIMEOUT):
+        """Clean shutdown: mariadbd treats SIGTERM as SHUTDOWN."""
+        if self.process is None:
+            return
+        process, self.process = self.process, None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                self.cleanup()
+                if check:
+                    raise InfraError(f"{self.name} did not shut down within {timeout} s") from None
+                return
+        self.cleanup()
+        if check and process.returncode != 0:
+            raise InfraError(f"{self.name} shut down uncleanly (exit {process.returncode}): "
+                             f"{self.last_error()}")
+
+    def cleanup(self):
+        self.console.close()
+        if self.socket_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            self.socket_dir = None
+
+    def last_error(self):
+        return last_line(self.error_log, "[ERROR]") or last_line(self.error_log)
+
+
+def as_root():
+    return ["--user=root"] if os.geteuid() == 0 else []
+
+
+def last_line(path, containing=""):
+    try:
+        lines = [l.strip() for l in path.read_text(errors="replace").splitlines()
+                 if containing in l and l.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""

@@ -1,0 +1,89 @@
+"""Drive sysbench's OLTP scripts against a server's socket and read its report."""
+
+import re
+import subprocess
+
+from pgo.bench.errors import InfraError
+from pgo.bench.server import DATABASE
+
+TRANSACTIONS = re.compile(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)")
+PERCENTILE = re.compile(r"(\d+)th percentile:\s+([\d.]+)")
+INTERVAL = re.compile(r"^\[ *(\d+)s \] thds: \d+ tps: ([\d.]+) .*lat \(ms,[\d.]+%\): ([\d.]+)", re.M)
+QUEUE = re.compile(r"^\[ *(\d+)s \] queue length: (\d+), concurrency: (\d+)", re.M)
+IGNORED = re.compile(r"ignored errors:\s+(\d+)")
+
+
+class Sysbench:
+    def __init__(self, binary, cpus, tables, table_size, log):
+        self.binary = binary
+        self.cpus = cpus
+        self.tables = tables
+        self.table_size = table_size
+        self.log = log
+
+    def command(self, server, script, *options):
+        return ["taskset", "-c", self.cpus, self.binary, script, "--db-driver=mysql",
+                f"--mysql-socket={server.socket}", "--mysql-user=root", f"--mysql-db={DATABASE}",
+                f"--tables={self.tables}", f"--table-size={self.table_size}", *options]
+
+    def call(self, what, cmd, timeout):
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InfraError(f"sysbench {what} did not finish within {timeout} s") from None
+        except OSError as e:
+            raise InfraError(f"cannot run sysbench: {e}") from None
+        with open(self.log, "a") as log:
+            log.write(f"### {what}\n$ {' '.join(cmd)}\n{result.stdout}{result.stderr}\n")
+        if result.returncode != 0:
+            lines = (result.stderr + result.stdout).strip().splitlines()
+            fatal = [l for l in lines if "FATAL" in l] or lines[-1:] or ["no output"]
+            raise InfraError(f"sysbench {what} failed (exit {result.returncode}): {fatal[0].strip()}")
+        return result.stdout
+
+    def load(self, server):
+        """Create and fill the tables; a fixed seed gives both builds the same rows."""
+        self.call(f"prepare on {server.build.label}",
+                  self.command(server, "oltp_common", "--rand-seed=1", "prepare"), timeout=3600)
+
+    def prewarm(self, server):
+        """Read the tables and their indexes into the buffer pool."""
+        self.call(f"prewarm on {server.build.label}",
+                  self.command(server, "oltp_common", "prewarm"), timeout=3600)
+
+    def run(self, server, workload, threads, seconds=None, events=None, rate=None,
+            percentile=95, interval=None):
+        """One sysbench run; returns tps, the percentile latency (ms) and per-interval rows."""
+        options = [f"--threads={threads}", f"--percentile={percentile}"]
+        if events is None:
+            options.append(f"--time={seconds}")
+        else:
+            options += [f"--events={events}", "--time=0"]
+        if rate is not None:
+            options.append(f"--rate={rate}")
+        if interval is not None:
+            options.append(f"--report-interval={interval}")
+        what = f"{workload} N={threads} on {server.build.label}"
+        timeout = 3600 if events is not None else seconds + 300
+        return parse(self.call(what, self.command(server, workload, *options, "run"), timeout), what)
+
+
+def parse(output, what="run"):
+    transactions = TRANSACTIONS.search(output)
+    latency = PERCENTILE.search(output)
+    if not transactions or not latency:
+        raise InfraError(f"sysbench {what}: no transaction summary in its output")
+    if int(transactions.group(1)) == 0:
+        raise InfraError(f"sysbench {what}: no transaction completed")
+    queues = {int(t): int(q) for t, q, _ in QUEUE.findall(output)}
+    ignored = IGNORED.search(output)
+    return {
+        "transactions": int(transactions.group(1)),
+        "tps": float(transactions.group(2)),
+        "percentile": int(latency.group(1)),
+        "latency_ms": float(latency.group(2)),
+        "ignored_errors": int(ignored.group(1)) if ignored else 0,
+        "intervals": [{"t": int(t), "tps": float(tps), "latency_ms": float(lat),
+                       "queue": queues.get(int(t))}
+                      for t, tps, lat in INTERVAL.findall(output)],
+    }

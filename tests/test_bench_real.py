@@ -1,0 +1,132 @@
+"""A real, very short benchmark: Debian's MariaDB server against itself.
+
+Build A is given as a bintar (a tarball whose top folder is a view of /usr), build B as the
+installed basedir /usr: the same binary both ways, so the benchmark must find no significant
+difference and pass a gate whose minimum speedup is well below 1. Needs the Debian packages
+mariadb-server, sysbench and valgrind, and two CPUs.
+
+The minimum is 0.6 because these runs are 3 s long and may share the machine with a build:
+a single client ping-ponging with the server across CPUs then varies by a factor of two from
+run to run, and six pairs give a correspondingly wide interval (the point of reporting one).
+
+Each comparison is a 95% test, so an identical pair of builds is still called different
+about one time in twenty by chance alone; a systematic bias (one build always measured
+warmer, say) shows up as a failure every time.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEBIAN_BASEDIR = Path("/usr")
+NEEDED = {"mariadbd": DEBIAN_BASEDIR / "sbin" / "mariadbd", "sysbench": shutil.which("sysbench"),
+          "valgrind": shutil.which("valgrind"), "taskset": shutil.which("taskset")}
+PAIRS = 6
+MIN_SPEEDUP = 0.6
+THREADS = (1, 2)
+
+
+def require_tools():
+    missing = [name for name, path in NEEDED.items() if not path or not Path(path).exists()]
+    assert not missing, (f"missing {', '.join(missing)}: apt-get install mariadb-server sysbench "
+                         "valgrind util-linux")
+    assert len(os.sched_getaffinity(0)) >= 2, "needs two CPUs (server on 0, sysbench on 1)"
+
+
+def bench(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "pgo.bench", *map(str, args)], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def debian_bintar(where):
+    """A bintar of Debian's server: its top folder links to the installed tree."""
+    top = where / "mariadb-debian"
+    top.mkdir(parents=True)
+    for sub in ("bin", "sbin", "share", "lib"):
+        (top / sub).symlink_to(DEBIAN_BASEDIR / sub)
+    tarball = where / "mariadb-debian.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(top, arcname=top.name)
+    return tarball
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    require_tools()
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "out"
+    started = time.monotonic()
+    run = bench("--baseline", debian_bintar(tmp / "bintar"), "--candidate", DEBIAN_BASEDIR,
+                "--out", out, "--workloads", "oltp_point_select",
+                "--threads", ",".join(map(str, THREADS)), "--time", 3, "--pairs", PAIRS,
+                "--warmup", 2, "--tables", 1, "--table-size", 1000, "--buffer-pool", "64M",
+                "--latency-time", 3, "--interval", 1,
+                "--callgrind", "--callgrind-events", 300, "--min-speedup", MIN_SPEEDUP)
+    print(f"real comparison took {time.monotonic() - started:.0f} s")
+    return run, out
+
+
+def test_identical_builds_show_no_significant_difference_and_pass(comparison):
+    run, out = comparison
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    result = json.loads((out / "result.json").read_text())
+    single = [c for c in result["analysis"]["throughput"] if c["threads"] == 1]
+    assert [c["verdict"] for c in single] == ["no significant difference"]
+    assert single[0]["low"] < 1 < single[0]["high"] and single[0]["low"] >= MIN_SPEEDUP
+    assert single[0]["n"] == PAIRS and single[0]["p_sign"] is not None
+    assert result["verdict"]["passed"]
+    md = (out / "report.md").read_text()
+    assert "**Verdict: PASS**" in md and "no significant difference" in md
+
+
+def test_runs_are_interleaved_and_progress_is_reported(comparison):
+    run, out = comparison
+    result = json.loads((out / "result.json").read_text())
+    order = [r["build"] for r in result["runs"] if r["threads"] == 1]
+    assert order == ["A", "B", "B", "A"] * (PAIRS // 2)
+    assert all(r["tps"] > 100 for r in result["runs"])
+    total = len(THREADS) * PAIRS * 2 + 4 + 2
+    assert f"[bench] step 1 of {total}: oltp_point_select N=1 run A (pair 1 of {PAIRS})" in run.stdout
+    assert f"[bench] step {total} of {total}: callgrind" in run.stdout
+    assert result["builds"]["A"]["kind"] == "bintar" and result["builds"]["B"]["kind"] == "basedir"
+    assert result["builds"]["A"]["version"] == result["builds"]["B"]["version"]
+    assert not (out / "work").exists()          # datadirs removed after a clean shutdown
+
+
+def test_response_time_is_measured_per_interval_for_both_builds(comparison):
+    _, out = comparison
+    result = json.loads((out / "result.json").read_text())
+    latency = result["latency"]
+    assert latency["rate"] > 0 and latency["threads"] in THREADS
+    assert sorted((s["build"], s["percentile"]) for s in latency["series"]) == [
+        ("A", 95), ("A", 99), ("B", 95), ("B", 99)]
+    for series in latency["series"]:
+        assert len(series["intervals"]) >= 2       # sysbench may drop the last partial one
+        assert all(i["latency_ms"] > 0 for i in series["intervals"])
+    assert (out / "latency.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_callgrind_counts_agree_for_the_same_binary(comparison):
+    _, out = comparison
+    per_tx = json.loads((out / "result.json").read_text())["analysis"]["callgrind"]["per_transaction"]
+    assert per_tx["Ir"]["A"] > 10_000           # a point select is tens of thousands of instructions
+    assert per_tx["Ir"]["ratio"] == pytest.approx(1.0, abs=0.05)
+    assert per_tx["I1mr"]["ratio"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_server_that_does_not_start_is_an_infrastructure_error(tmp_path):
+    require_tools()
+    run = bench("--baseline", DEBIAN_BASEDIR, "--candidate", DEBIAN_BASEDIR, "--out", tmp_path,
+                "--workloads", "oltp_point_select", "--threads", 1, "--pairs", 2,
+                "--table-size", 100, "--server-option=--no-such-option", timeout=120)
+    assert run.returncode == 3
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "server A did not start" in lines[0], run.stderr

@@ -1,0 +1,132 @@
+"""pgo.bench's command line without servers: re-rendering a stored result, the gate's exit
+status, usage errors, and the promise that importing pgo.bench needs only the standard library."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RESULT = REPO / "tests" / "data" / "bench" / "result.json"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, "-m", "pgo.bench", *map(str, args)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return bench("--from-result", RESULT, "--out", out), out
+
+
+def test_rerender_passes_the_gate_of_the_fixed_result(rendered):
+    run, out = rendered
+    assert run.returncode == 0, run.stderr
+    assert "[bench] verdict: PASS" in run.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert result["verdict"]["passed"]
+    # The candidate collapses past the baseline's peak; that is reported, not gated.
+    scal = result["analysis"]["scalability"]["oltp_read_only"]
+    assert scal["A"]["falls_over"] and scal["B"]["falls_over"]
+    beyond = [c for c in result["analysis"]["throughput"] if c["threads"] >= 64]
+    assert beyond and all(c["verdict"] == "slower" and not c["gated"] for c in beyond)
+
+
+def test_plots_are_valid_pngs(rendered):
+    import matplotlib.image
+
+    _, out = rendered
+    for name in ("throughput.png", "speedup.png", "latency.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE), name
+        height, width, _ = matplotlib.image.imread(out / name).shape
+        assert height > 200 and width > 400, name
+
+
+def test_markdown_report_has_tables_figures_verdict_and_command(rendered):
+    _, out = rendered
+    md = (out / "report.md").read_text()
+    assert "**Verdict: PASS**" in md
+    for figure in ("throughput.png", "speedup.png", "latency.png"):
+        assert f"]({figure})" in md
+        assert (out / figure).is_file()
+    assert "| 1 | 8,790.6 | 11,002.9 | 1.252 [1.228, 1.276] |" in md
+    assert "falls over" in md and "N*" in md and "retention" in md
+    assert "| p95 |" in md and "| p99 |" in md
+    assert "| I1 misses (I1mr) | 28,400 | 12,200 | 0.430 |" in md
+    command = md.split("## Reproduce")[1]
+    assert "python3 -m pgo.bench --baseline plain.tar.gz --candidate pgo.tar.gz" in command
+    assert "--min-speedup 1.05" in command
+
+
+def test_rejudging_with_a_higher_minimum_fails_with_exit_1(tmp_path):
+    run = bench("--from-result", RESULT, "--out", tmp_path, "--min-speedup", "1.3")
+    assert run.returncode == 1, run.stderr
+    assert "[bench] verdict: FAIL" in run.stdout
+    md = (tmp_path / "report.md").read_text()
+    assert "**Verdict: FAIL**" in md and "--min-speedup 1.3" in md
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "2,4"], "--threads must include 1"),
+    (["--pairs", "1"], "--pairs must be at least 2"),
+    (["--workloads", "oltp_nonsense"], "unknown workload oltp_nonsense"),
+    (["--rate", "fast"], "--rate wants positive integers"),
+    (["--rate-workload", "oltp_read_write", "--workloads", "oltp_point_select"],
+     "--rate-workload among --workloads"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
+    run = bench("--baseline", "/usr", "--candidate", "/usr", "--out", tmp_path, *args)
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0 and message in run.stderr
+
+
+def test_missing_build_is_a_usage_error(tmp_path):
+    run = bench("--baseline", tmp_path / "nowhere", "--candidate", "/usr", "--out", tmp_path / "o")
+    assert run.returncode == 2
+    assert "build A:" in run.stderr and "does not exist" in run.stderr
+
+
+def test_unreadable_result_is_a_usage_error(tmp_path):
+    bad = tmp_path / "result.json"
+    bad.write_text("{not json")
+    run = bench("--from-result", bad, "--out", tmp_path)
+    assert run.returncode == 2 and "not a benchmark result" in run.stderr
+
+
+def test_register_adds_a_bench_subcommand(tmp_path):
+    from pgo.bench import register
+
+    parser = argparse.ArgumentParser(prog="pgo")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--from-result", str(RESULT), "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    assert (tmp_path / "report.md").is_file()
+
+
+def test_importing_pgo_bench_needs_only_the_standard_library():
+    check = ("import sys, pgo.bench; "
+             "heavy = [m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy', 'matplotlib')]; "
+             "sys.exit(repr(heavy) if heavy else 0)")
+    run = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
+    result = json.loads(RESULT.read_text())
+    result["latency"] = result["callgrind"] = None
+    result["settings"].update(rate="off", callgrind=False)
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Not measured (--rate off)" in md and "Not measured (run with --callgrind)" in md
+    assert not (tmp_path / "out" / "latency.png").exists()
+    assert "--rate off" in md and "--callgrind" not in md.split("## Reproduce")[1]
