@@ -1,0 +1,31 @@
+"""Builders: per platform of the release matrix one release builder, one package
+builder per package format, and the nightly builder on the nightly's platform."""
+
+from buildbot.plugins import util
+
+from steps import factories
+from steps.workers import HEAVY_BUILD, PACKAGING, same_worker_as_release
+
+
+def make_builders(settings):
+    builders = []
+    for platform in settings.platforms:
+        workers = list(platform.workers)
+        builders.append(util.BuilderConfig(
+            name=factories.release_builder_name(platform), workernames=workers, tags=["release", platform.name],
+            factory=factories.release_factory(settings, platform), locks=[HEAVY_BUILD.access("exclusive")],
+            description=f"PGO release for {platform.name}: {', '.join(platform.formats)}"))
+        for package_format in platform.formats:
+            builders.append(util.BuilderConfig(
+                name=factories.package_builder_name(platform, package_format), workernames=workers,
+                tags=["package", platform.name], factory=factories.package_factory(settings, package_format),
+                nextWorker=same_worker_as_release, locks=[PACKAGING.access("exclusive")],
+                description=f"{package_format} packages of a release built for {platform.name}"))
+    if settings.nightly.enabled:
+        platform = settings.platform(settings.nightly.platform)
+        builders.append(util.BuilderConfig(
+            name=factories.nightly_builder_name(platform), workernames=list(platform.workers),
+            tags=["nightly", platform.name], factory=factories.nightly_factory(settings),
+            locks=[HEAVY_BUILD.access("exclusive")],
+            description=f"nightly PGO tarball of {settings.nightly.source}, keeps the last {settings.nightly.keep}"))
+    return builders

@@ -1,0 +1,156 @@
+"""Custom build steps.
+
+PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
+it prints into the step's summary: `[instrumented] compile 345/1164` lines into
+live progress, and the one line that states a phase's result (the profile
+check's figures, the profile use, the benchmark's speedup) into the build's
+summary. The master-side steps publish a build's uploads, and stop a build
+request that keeps losing its worker.
+"""
+
+import re
+from pathlib import Path
+
+from buildbot.process import buildstep, logobserver
+from buildbot.process.results import FAILURE, RETRY, SUCCESS
+from buildbot.steps.shell import ShellCommand
+from twisted.internet import defer, threads
+
+from steps import publish
+
+COMPILE_PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$")
+
+
+class OutputWatcher(logobserver.LogLineObserver):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def outLineReceived(self, line):
+        self.step.watch(line)
+
+
+class PgoCommand(ShellCommand):
+    """A pgo CLI command.
+
+    When a line matches result_pattern, result_format filled with its named
+    groups becomes the step's and the build's summary.
+    """
+
+    def __init__(self, result_pattern=None, result_format=None, **kwargs):
+        kwargs.setdefault("descriptionDone", kwargs.get("name"))
+        super().__init__(**kwargs)
+        self.result_pattern = re.compile(result_pattern) if result_pattern else None
+        self.result_format = result_format
+        self.compile_progress = None
+        self.result_line = None
+        self.addLogObserver("stdio", OutputWatcher(self))
+
+    def watch(self, line):
+        progress = COMPILE_PROGRESS.match(line)
+        if progress:
+            self.compile_progress = progress.group(1)
+            self.updateSummary()
+            return
+        result = self.result_pattern.search(line) if self.result_pattern else None
+        if result:
+            self.result_line = self.result_format.format(**result.groupdict())
+            self.updateSummary()
+
+    def getCurrentSummary(self):
+        detail = self.result_line or self.compile_progress
+        return {"step": f"{self.name}: {detail}" if detail else f"{self.name}: running"}
+
+    def getResultSummary(self):
+        summary = super().getResultSummary()
+        detail = self.result_line or self.compile_progress
+        if detail:
+            summary["step"] = f"{summary['step']}: {detail}"
+        if self.result_line and self.results == SUCCESS:
+            summary["build"] = self.result_line
+        return summary
+
+
+class GiveUpOnLostWorkers(buildstep.BuildStep):
+    """Fail a build request whose earlier builds lost their worker max_lost times.
+
+    Buildbot retries a build whose worker went away, without limit; a VM that
+    dies in every build would otherwise be retried forever.
+    """
+
+    name = "worker-lost-guard"
+
+    def __init__(self, max_lost, **kwargs):
+        kwargs.setdefault("haltOnFailure", True)
+        super().__init__(**kwargs)
+        self.max_lost = max_lost
+
+    @defer.inlineCallbacks
+    def run(self):
+        lost = 0
+        for request in self.build.requests:
+            builds = yield self.master.data.get(("buildrequests", request.id, "builds"))
+            lost += sum(1 for b in builds if b["results"] == RETRY)
+        if lost >= self.max_lost:
+            self.descriptionDone = f"worker lost {lost} times: giving up"
+            return FAILURE
+        self.descriptionDone = f"worker lost {lost} times before" if lost else "first try"
+        return SUCCESS
+
+
+class PublishFolder(buildstep.BuildStep):
+    """Publish the build's staging folder on the master as `destination`, atomically.
+
+    With keep, destination is a nightly: only the newest `keep` nightlies stay.
+    """
+
+    name = "publish"
+    renderables = ["staging", "destination"]
+
+    def __init__(self, staging, destination, keep=None, **kwargs):
+        kwargs.setdefault("haltOnFailure", True)
+        super().__init__(**kwargs)
+        self.staging = staging
+        self.destination = destination
+        self.keep = keep
+
+    @defer.inlineCallbacks
+    def run(self):
+        try:
+            count = yield threads.deferToThread(publish.publish, self.staging, self.destination)
+        except (publish.PublishError, OSError) as e:
+            yield self.addCompleteLog("error", f"{e}\n")
+            self.descriptionDone = f"not published: {e}"
+            return FAILURE
+        lines = [f"published {count} files to {self.destination}"]
+        if self.keep:
+            pruned = yield threads.deferToThread(publish.prune_nightlies, Path(self.destination).parent, self.keep)
+            lines += [f"removed old nightly {name}" for name in pruned]
+        yield self.addCompleteLog("published", "\n".join(lines) + "\n")
+        self.setProperty("published", str(self.destination), "publish")
+        self.descriptionDone = f"published {count} files"
+        return SUCCESS
+
+    def getResultSummary(self):
+        summary = super().getResultSummary()
+        if self.results == SUCCESS:
+            summary["build"] = f"published to {self.destination}"
+        return summary
+
+
+class DiscardStaging(buildstep.BuildStep):
+    """Remove what a failed build uploaded, so that nothing of it is ever published."""
+
+    name = "discard-staging"
+    renderables = ["staging"]
+
+    def __init__(self, staging, **kwargs):
+        kwargs.setdefault("alwaysRun", True)
+        kwargs.setdefault("hideStepIf", True)
+        super().__init__(**kwargs)
+        self.staging = staging
+
+    @defer.inlineCallbacks
+    def run(self):
+        yield threads.deferToThread(publish.discard, self.staging)
+        return SUCCESS

@@ -1,0 +1,45 @@
+"""BuildmasterConfig assembled from the settings: the one function master.cfg calls."""
+
+from buildbot.plugins import util
+
+from steps.builders import make_builders
+from steps.schedulers import make_schedulers
+from steps.workers import make_workers
+
+
+def web_ui(settings):
+    """Anyone may look; only an authenticated admin may force, stop, rebuild or cancel."""
+    admins = sorted(settings.admins)
+    return {
+        "port": f"tcp:{settings.web_port}:interface={settings.listen}",
+        "plugins": {},
+        "auth": util.UserPasswordAuth(dict(settings.admins)),
+        "authz": util.Authz(
+            allowRules=[
+                util.ForceBuildEndpointMatcher(role="admins"),
+                util.StopBuildEndpointMatcher(role="admins"),
+                util.RebuildBuildEndpointMatcher(role="admins"),
+                util.AnyControlEndpointMatcher(role="admins"),
+            ],
+            roleMatchers=[util.RolesFromUsername(roles=["admins"], usernames=admins)],
+        ),
+        "change_hook_dialects": {},
+    }
+
+
+def buildmaster_config(settings):
+    return {
+        "title": settings.title,
+        "titleURL": settings.url,
+        "buildbotURL": settings.url,
+        "buildbotNetUsageData": None,
+        "db": {"db_url": settings.db_url},
+        "protocols": {"pb": {"port": f"tcp:{settings.worker_port}:interface={settings.listen}"}},
+        "workers": make_workers(settings),
+        "builders": make_builders(settings),
+        "schedulers": make_schedulers(settings),
+        # Two releases forced one after the other differ only in properties;
+        # merging their requests would silently drop a version.
+        "collapseRequests": False,
+        "www": web_ui(settings),
+    }

@@ -1,0 +1,191 @@
+"""Build factories: the pipeline's phases (pgo/phases.py) as steps, then archive, package, publish.
+
+A release build on one worker runs every PGO phase as its own step in one work
+directory, the plain baseline and the benchmark gate beside it, archives the
+profile, and triggers one package build per format. The package builds run on
+the same worker and read the release's work directory in place: the staged
+tree is hundreds of megabytes, and the release build waits for them, so its
+work directory (and a latent VM) stays as it is until every format is packaged.
+Everything meant for the download folder goes to a staging folder on the
+master, which the release's last step publishes in one rename.
+"""
+
+from buildbot.plugins import steps as bb_steps
+from buildbot.plugins import util
+
+from pgo.config import build_config
+from pgo.phases import PIPELINES
+from steps import publish
+from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder
+
+# A MariaDB compile prints progress every few seconds, but training and the
+# benchmark may be silent for long stretches; a whole build takes ~40 minutes
+# on 2 cores. Generous limits still end a hung step the same day.
+SILENCE_TIMEOUT = 2 * 3600
+MAX_STEP_TIME = 6 * 3600
+
+# The line each phase prints to state its result, and how the build summary
+# shows it (steps.buildsteps.PgoCommand).
+RESULT_LINES = {
+    "check": (r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects have data; "
+              r"profile (?P<id>\S+)$",
+              "profile {id}: {with} of {objects} objects trained;"),
+    "optimized": (r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
+                  r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches",
+                  "profile used by {coverage} of {hot} hot objects, {mismatch} mismatches;"),
+}
+BENCH_RESULT = (r"^\[bench\] (?:ok|FAILED): (?P<workload>\S+): single-thread speedup (?P<ratio>\d+\.\d+) "
+                r"\(95% CI (?P<low>\d+\.\d+)-(?P<high>\d+\.\d+)\)",
+                "{workload} single-thread speedup {ratio} (95% CI {low}-{high});")
+# The benchmark measures servers; other products (the fixture) have none.
+BENCHMARKED_PRODUCTS = ("mariadb",)
+BUILD_INFO_FILES = ["build-info.json", "source.json", "profile-check.json", "profile-use.json"]
+
+
+def on_worker(name):
+    return util.Interpolate(f"%(prop:builddir)s/{name}")
+
+
+WORK = on_worker("work")
+PLAIN = on_worker("work-plain")
+BENCH = on_worker("bench")
+RELEASE_PROFILE = on_worker("release-profile")
+PACKAGES = on_worker("packages")
+
+
+def release_builder_name(platform):
+    return f"release-{platform.name}"
+
+
+def package_builder_name(platform, package_format):
+    return f"package-{platform.name}-{package_format}"
+
+
+def nightly_builder_name(platform):
+    return f"nightly-{platform.name}"
+
+
+def staging(settings, below=""):
+    """The build's staging folder on the master (package builds get it as a property)."""
+    folder = publish.staging_dir(settings.downloads, "%(prop:buildername)s-%(prop:buildnumber)s")
+    return util.Interpolate(str(folder / below) if below else str(folder))
+
+
+def pgo_step(settings, name, args, **kwargs):
+    kwargs.setdefault("haltOnFailure", True)
+    return PgoCommand(name=name, command=["python3", "-m", "pgo", *args], workdir=settings.repo_on_worker,
+                      env={"PYTHONUNBUFFERED": "1"}, timeout=SILENCE_TIMEOUT, maxTime=MAX_STEP_TIME,
+                      logEnviron=False, **kwargs)
+
+
+def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwargs):
+    """One step per phase of the pipeline, each with its own log."""
+    common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
+              "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir]
+    if pgo == "on":
+        common += ["--archive", settings.archive, "--archive-kind", archive_kind]
+    steps = []
+    for name in PIPELINES[pgo]:
+        pattern, form = RESULT_LINES.get(name, (None, None))
+        steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
+                              result_pattern=pattern, result_format=form, **kwargs))
+    return steps
+
+
+def clean_step(*names):
+    return bb_steps.ShellCommand(name="clean", descriptionDone="clean", command=["rm", "-rf", *names],
+                                 workdir=util.Interpolate("%(prop:builddir)s"), haltOnFailure=True,
+                                 logEnviron=False)
+
+
+def benchmark_wanted(step):
+    """'auto': gate the releases of products the benchmark can measure."""
+    choice = step.getProperty("benchmark", "auto")
+    if choice == "auto":
+        return build_config(step.getProperty("config")).product.name in BENCHMARKED_PRODUCTS
+    return choice == "on"
+
+
+def wanted_formats(platform, props):
+    chosen = props.getProperty("formats") or []
+    return [f for f in platform.formats if f in chosen]
+
+
+class TriggerPackages(bb_steps.Trigger):
+    """Trigger the package builds of the formats the release asked for (property `formats`)."""
+
+    def __init__(self, platform, **kwargs):
+        self.platform = platform
+        super().__init__(schedulerNames=[package_builder_name(platform, f) for f in platform.formats], **kwargs)
+
+    def getSchedulersAndProperties(self):
+        wanted = {package_builder_name(self.platform, f) for f in wanted_formats(self.platform, self)}
+        return [s for s in super().getSchedulersAndProperties() if s["sched_name"] in wanted]
+
+
+def release_factory(settings, platform):
+    staged = staging(settings)
+    f = util.BuildFactory()
+    f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
+    f.addStep(clean_step("work", "work-plain", "bench", "release-profile"))
+    f.addSteps(phase_steps(settings, "on", WORK))
+    f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
+    f.addStep(pgo_step(settings, "benchmark", [
+        "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
+        "--out", BENCH, "--min-speedup", str(settings.min_speedup)],
+        result_pattern=BENCH_RESULT[0], result_format=BENCH_RESULT[1], doStepIf=benchmark_wanted))
+    # The archive phase stored the profile for later builds (--profile-from);
+    # the release's own one-entry archive is published with its packages.
+    f.addStep(pgo_step(settings, "release-profile",
+                       ["archive", "store", "--workdir", WORK, "--archive", RELEASE_PROFILE]))
+    f.addStep(bb_steps.DirectoryUpload(name="upload-profile", workersrc=RELEASE_PROFILE,
+                                       masterdest=staging(settings, "profile-archive"),
+                                       haltOnFailure=True))
+    f.addStep(bb_steps.DirectoryUpload(name="upload-benchmark", workersrc=BENCH,
+                                       masterdest=staging(settings, "benchmark"),
+                                       doStepIf=benchmark_wanted, haltOnFailure=True))
+    f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,
+                                          masterdest=staged, haltOnFailure=True))
+    f.addStep(TriggerPackages(platform, name="packages", waitForFinish=True, haltOnFailure=True,
+                              doStepIf=lambda step: bool(wanted_formats(platform, step)),
+                              set_properties={"pgo_workdir": WORK, "staging": staged,
+                                              "release_worker": util.Property("workername")}))
+    f.addStep(PublishFolder(staged, util.Interpolate(f"{settings.downloads}/%(prop:version)s/{platform.name}")))
+    f.addStep(DiscardStaging(staged))
+    return f
+
+
+def package_factory(settings, package_format):
+    f = util.BuildFactory()
+    f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
+    f.addStep(clean_step("packages"))
+    f.addStep(pgo_step(settings, f"package-{package_format}", [
+        "package", "--workdir", util.Property("pgo_workdir"), "--format", package_format, "--out", PACKAGES]))
+    # Each format's folder has its own buildinfo.json and sha256sums.txt.
+    f.addStep(bb_steps.DirectoryUpload(name="upload-packages", workersrc=PACKAGES,
+                                       masterdest=util.Interpolate(f"%(prop:staging)s/{package_format}"),
+                                       haltOnFailure=True))
+    return f
+
+
+def nightly_factory(settings):
+    staged = staging(settings)
+
+    @util.renderer
+    def destination(props):
+        name = publish.nightly_name(props.getProperty("version"), props.getProperty("buildnumber"))
+        return str(settings.downloads / "nightly" / name)
+
+    f = util.BuildFactory()
+    f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
+    f.addStep(clean_step("work", "packages"))
+    f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
+    f.addStep(pgo_step(settings, "package-bintar",
+                       ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES]))
+    f.addStep(bb_steps.DirectoryUpload(name="upload-tarball", workersrc=PACKAGES,
+                                       masterdest=staging(settings, "bintar"), haltOnFailure=True))
+    f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,
+                                          masterdest=staged, haltOnFailure=True))
+    f.addStep(PublishFolder(staged, destination, keep=settings.nightly.keep))
+    f.addStep(DiscardStaging(staged))
+    return f

@@ -1,0 +1,391 @@
+"""./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
+
+    ./release                          set up, start, release MariaDB 10.11.18 (minimal), follow it
+    ./release --config fixture --source tests/fixture --version 1.0.0
+    ./release up                       only set up and start the master and the worker
+    ./release stop                     stop them
+
+Everything lives in run/ (the repository ignores it): the settings with the
+generated passwords, the master, the worker, the downloads and the profile
+archive. Standard library only: it installs Buildbot (requirements/master.txt)
+into run/venv when this Python lacks it.
+"""
+
+import argparse
+import base64
+import http.cookiejar
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
+
+REQUIREMENTS = REPO / "requirements" / "master.txt"
+MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
+WORKER_CONNECT_TIMEOUT = 90
+POLL_SECONDS = 2
+PROGRESS_EVERY = 10     # seconds between two progress lines of one running step
+RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exception", 5: "retry", 6: "cancelled"}
+
+
+class LocalError(Exception):
+    pass
+
+
+class Runtime:
+    """The runtime folder: settings file, master and worker base directories."""
+
+    def __init__(self, root=None):
+        self.root = Path(root or DEFAULT_RUNTIME).resolve()
+        self.settings_file = Path(os.environ.get(SETTINGS_ENV) or self.root / "master-settings.toml").resolve()
+        self.master = self.root / "master"
+        self.worker = self.root / "worker"
+
+    def settings(self):
+        return load_settings(self.settings_file)
+
+    def env(self):
+        return {**os.environ, SETTINGS_ENV: str(self.settings_file)}
+
+
+# --- setting up -----------------------------------------------------------------
+
+def settings_text(web_port, worker_port):
+    """A first settings file: this machine as the only worker, passwords generated here."""
+    formats = ", ".join(f'"{f}"' for f in PACKAGE_FORMATS)
+    return f"""# Settings of the local PGO release master, written by ./release.
+# Outside the repository: it holds passwords. Format: steps/README.md.
+title = "MariaDB PGO"
+web_port = {web_port}
+worker_port = {worker_port}
+downloads = "downloads"
+archive = "archive"
+
+[admins]
+admin = "{secrets.token_urlsafe(18)}"
+
+[[workers]]
+name = "local-worker"
+password = "{secrets.token_urlsafe(24)}"
+
+[[platforms]]
+name = "local"
+workers = ["local-worker"]
+formats = [{formats}]
+
+[nightly]
+enabled = true
+platform = "local"
+version = "10.11.18"
+config = "minimal"
+source = "debian"
+keep = 7
+"""
+
+
+def setup(runtime, web_port=8010, worker_port=9989):
+    """Create the settings, master and worker of runtime unless they exist; return the settings."""
+    runtime.root.mkdir(parents=True, exist_ok=True)
+    if not runtime.settings_file.is_file():
+        runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(settings_text(web_port, worker_port))
+        say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
+    settings = runtime.settings()
+    local = [w for w in settings.workers if w.kind == "local"]
+    if not local:
+        raise LocalError(f"{runtime.settings_file} names no local worker to start")
+    tac = runtime.master / "buildbot.tac"
+    if not tac.is_file():
+        run_tool("buildbot", "create-master", "--relocatable", "--db", settings.db_url,
+                 "--config", str(REPO / "master.cfg"), str(runtime.master), env=runtime.env())
+        # twistd's default umask 077 would make the downloads readable by root only.
+        tac.write_text(tac.read_text().replace("umask = None", "umask = 0o022"))
+    if not (runtime.worker / "buildbot.tac").is_file():
+        run_tool("buildbot-worker", "create-worker", "--relocatable", "--umask=0o022", str(runtime.worker),
+                 f"localhost:{settings.worker_port}", local[0].name, local[0].password)
+    return settings
+
+
+def tool(name):
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else name
+
+
+def run_tool(name, *args, env=None):
+    result = subprocess.run([tool(name), *args], env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LocalError(f"{name} {args[0]} failed:\n{result.stdout}{result.stderr}".rstrip())
+    return result.stdout
+
+
+# --- starting and stopping --------------------------------------------------------
+
+def running_pid(basedir):
+    try:
+        pid = int((basedir / "twistd.pid").read_text())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def start(runtime):
+    settings = runtime.settings()
+    if not running_pid(runtime.master):
+        say(f"starting the master in {runtime.master}")
+        try:
+            run_tool("buildbot", "start", f"--start_timeout={MASTER_START_TIMEOUT}", str(runtime.master),
+                     env=runtime.env())
+        except LocalError as e:
+            raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
+    if not running_pid(runtime.worker):
+        say(f"starting the worker in {runtime.worker}")
+        run_tool("buildbot-worker", "start", str(runtime.worker))
+    api = Api(settings.url)
+    wait_for_worker(api, [w.name for w in settings.workers if w.kind == "local"][0])
+    return settings, api
+
+
+def stop(runtime):
+    for name, basedir in (("buildbot-worker", runtime.worker), ("buildbot", runtime.master)):
+        if running_pid(basedir):
+            say(f"stopping {basedir}")
+            run_tool(name, "stop", str(basedir), env=runtime.env())
+
+
+def log_tail(path, lines=15):
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def wait_for_worker(api, name):
+    deadline = time.monotonic() + WORKER_CONNECT_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            workers = api.get("workers", name=name)["workers"]
+            if workers and workers[0]["connected_to"]:
+                return
+        except (OSError, ApiError):
+            pass                   # the web server is still starting
+        time.sleep(1)
+    raise LocalError(f"worker {name} did not connect to the master within {WORKER_CONNECT_TIMEOUT} s "
+                     "(see run/worker/twistd.log and run/master/twistd.log)")
+
+
+# --- the REST API -----------------------------------------------------------------
+
+class ApiError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Api:
+    """Buildbot's REST API (data) and JSON-RPC (control), with a login session."""
+
+    def __init__(self, url):
+        self.url = url.rstrip("/")
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def login(self, user, password):
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.open(urllib.request.Request(f"{self.url}/auth/login", headers={"Authorization": f"Basic {token}"}))
+        who = json.loads(self.open(urllib.request.Request(f"{self.url}/config")))["user"]
+        if who.get("anonymous"):
+            raise ApiError(401, f"login as {user} failed")
+
+    def get(self, path, **query):
+        url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        return json.loads(self.open(urllib.request.Request(url)))
+
+    def control(self, path, method, **params):
+        body = json.dumps({"jsonrpc": "2.0", "method": method, "id": 1, "params": params}).encode()
+        request = urllib.request.Request(f"{self.url}/api/v2/{path}", data=body,
+                                         headers={"Content-Type": "application/json"})
+        return json.loads(self.open(request))["result"]
+
+    def open(self, request):
+        try:
+            with self.opener.open(request, timeout=30) as response:
+                return response.read()
+        except urllib.error.HTTPError as e:
+            raise ApiError(e.code, error_message(e.read())) from None
+
+
+def error_message(body):
+    try:
+        data = json.loads(body)
+        return data["error"]["message"] if isinstance(data.get("error"), dict) else str(data["error"])
+    except (ValueError, KeyError, TypeError):
+        return body.decode(errors="replace").strip()
+
+
+def login_as_admin(settings, api):
+    user, password = next(iter(settings.admins.items()))
+    api.login(user, password)
+    return user
+
+
+def force_release(api, version, config, source, formats, benchmark="auto"):
+    """Start a release on every platform; returns the buildset id."""
+    bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
+                          formats=list(formats), benchmark=benchmark, reason=f"./release {version}")
+    return bsid
+
+
+def newest_build_id(api):
+    builds = api.get("builds", order="-buildid", limit=1)["builds"]
+    return builds[0]["buildid"] if builds else 0
+
+
+def follow(api, bsid, after_buildid, out=print):
+    """Print the steps of the builds started after after_buildid until the buildset completes."""
+    builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
+    shown, last_print = {}, {}
+    while True:
+        buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
+        for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
+            label = f"{builders.get(build['builderid'], '?')} #{build['number']}"
+            for step in api.get(f"builds/{build['buildid']}/steps")["steps"]:
+                if step["hidden"] or step["started_at"] is None or step["state_string"] == "pending":
+                    continue
+                key = (build["buildid"], step["number"])
+                now = time.monotonic()
+                too_soon = not step["complete"] and now - last_print.get(key, 0) < PROGRESS_EVERY
+                if shown.get(key) != step["state_string"] and not (key in shown and too_soon):
+                    out(f"{label:<24} {step['name']:<20} {step['state_string']}")
+                    shown[key], last_print[key] = step["state_string"], now
+        if buildset["complete"]:
+            return buildset["results"]
+        time.sleep(POLL_SECONDS)
+
+
+def release_builds(api, bsid):
+    requests = api.get("buildrequests", buildsetid=bsid)["buildrequests"]
+    builds = []
+    for request in requests:
+        builds += api.get("builds", buildrequestid=request["buildrequestid"], property="published")["builds"]
+    return builds
+
+
+# --- the command ------------------------------------------------------------------
+
+def say(line):
+    print(line, flush=True)
+
+
+def cmd_up(args):
+    runtime = Runtime(args.runtime)
+    setup(runtime)
+    settings, _ = start(runtime)
+    say(f"master and worker are running; web UI: {settings.url}")
+    say(f"admin user: {next(iter(settings.admins))} (password in {runtime.settings_file})")
+    say("stop them with: ./release stop" + (f" --runtime {args.runtime}" if args.runtime else ""))
+
+
+def cmd_stop(args):
+    stop(Runtime(args.runtime))
+
+
+def cmd_run(args):
+    runtime = Runtime(args.runtime)
+    setup(runtime)
+    settings, api = start(runtime)
+    user = login_as_admin(settings, api)
+    before = newest_build_id(api)
+    bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark)
+    say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
+    try:
+        results = follow(api, bsid, before, out=say)
+    except KeyboardInterrupt:
+        say(f"\nstopped following; the release goes on: {settings.url}")
+        return 130
+    for build in release_builds(api, bsid):
+        published = build["properties"].get("published", [None])[0]
+        say(f"{RESULTS.get(build['results'], build['results'])}: {build['state_string']}")
+        if published:
+            say(f"packages: {published}")
+            for path in sorted(Path(published).rglob("*")):
+                if path.is_file():
+                    say(f"  {path.relative_to(published)}")
+        say(f"build: {settings.url}#/builders/{build['builderid']}/builds/{build['number']}")
+    say(f"profile archive: {settings.archive}")
+    say(f"web UI: {settings.url}")
+    return 0 if results == 0 else 1
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(prog="./release", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--runtime", help="runtime folder (default: run/ in the repository)")
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    run = sub.add_parser("run", parents=[common], help="start everything and run a PGO release (the default)")
+    run.add_argument("--version", default="10.11.18", help="version to release (default 10.11.18)")
+    run.add_argument("--config", default="minimal", help="named configuration of pgo/configs.toml")
+    run.add_argument("--source", default="debian", help="'debian', a tarball, a directory or a git URL")
+    run.add_argument("--formats", default=",".join(PACKAGE_FORMATS),
+                     help=f"package formats, comma-separated (default {','.join(PACKAGE_FORMATS)})")
+    run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
+                     help="benchmark gate (auto: on for MariaDB)")
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("up", parents=[common], help="only set up and start the master and the local worker"
+                   ).set_defaults(func=cmd_up)
+    sub.add_parser("stop", parents=[common], help="stop the master and the worker").set_defaults(func=cmd_stop)
+    return parser
+
+
+def pinned_buildbot():
+    for line in REQUIREMENTS.read_text().splitlines():
+        if line.lower().startswith("buildbot=="):
+            return line.split("==", 1)[1].strip()
+    raise LocalError(f"{REQUIREMENTS} pins no buildbot version")
+
+
+def ensure_buildbot(runtime, argv):
+    """Re-run in run/venv, with the pinned Buildbot installed, unless this Python has it."""
+    try:
+        import buildbot
+        if buildbot.version == pinned_buildbot():
+            return
+    except ImportError:
+        pass
+    venv = runtime.root / "venv"
+    python = venv / "bin" / "python3"
+    if Path(sys.executable).resolve() == python.resolve():
+        raise LocalError(f"{venv} lacks Buildbot {pinned_buildbot()}: remove it and run again")
+    if not python.is_file():
+        say(f"installing Buildbot {pinned_buildbot()} into {venv}")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+    os.execv(python, [str(python), str(REPO / "release"), *argv])
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("run", "up", "stop", "-h", "--help"):
+        argv.insert(0, "run")
+    args = make_parser().parse_args(argv)
+    try:
+        ensure_buildbot(Runtime(args.runtime), argv)
+        return args.func(args) or 0
+    except (LocalError, SettingsError, ApiError) as e:
+        print(f"release: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"release: error: cannot talk to the master: {e}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as e:
+        print(f"release: error: {' '.join(map(str, e.cmd))} exited with status {e.returncode}", file=sys.stderr)
+        return 1

@@ -1,0 +1,87 @@
+"""Publishing on the master: a staging folder becomes a download folder in one rename.
+
+A build uploads everything into a staging folder next to the downloads (same
+file system, so the rename is atomic), and only its last step publishes:
+readers see a complete folder with its sha256sums.txt or no folder at all.
+Nothing published is ever replaced.
+"""
+
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+SUMS = "sha256sums.txt"
+STAGING = ".incoming"
+
+
+class PublishError(Exception):
+    pass
+
+
+def staging_dir(downloads, build_name):
+    return Path(downloads) / STAGING / build_name
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_sha256sums(folder):
+    """sha256sums.txt over every file below folder, in the format `sha256sum -c` reads."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / SUMS)
+    lines = [f"{sha256_file(p)}  {p.relative_to(folder)}\n" for p in files]
+    (folder / SUMS).write_text("".join(lines))
+    return len(files)
+
+
+def verify_sha256sums(folder):
+    """The names of the files whose checksum does not match, or that are missing or not listed."""
+    folder = Path(folder)
+    listed = {}
+    for line in (folder / SUMS).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    present = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != folder / SUMS}
+    bad = sorted(present ^ set(listed))
+    bad += sorted(n for n in present & set(listed) if sha256_file(folder / n) != listed[n])
+    return bad
+
+
+def publish(staging, destination):
+    """Checksum staging and rename it to destination; returns the number of files published."""
+    staging, destination = Path(staging), Path(destination)
+    if destination.exists():
+        raise PublishError(f"{destination} is already published; a release is never replaced")
+    if not staging.is_dir() or not any(p.is_file() for p in staging.rglob("*")):
+        raise PublishError(f"nothing to publish: the build uploaded no files into {staging}")
+    count = write_sha256sums(staging)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(staging, destination)
+    return count
+
+
+
+def nightly_name(version, build_number, now=None):
+    """Names sort by time, so the oldest nightly comes first."""
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{version}-b{build_number}"
+
+
+def prune_nightlies(folder, keep):
+    """Delete all but the newest `keep` nightly folders; returns the names deleted."""
+    folder = Path(folder)
+    nightlies = sorted(p for p in folder.iterdir() if p.is_dir() and (p / SUMS).is_file())
+    doomed = nightlies[:max(len(nightlies) - keep, 0)]
+    for path in doomed:
+        shutil.rmtree(path)
+    return [p.name for p in doomed]
+
+
+def discard(staging):
+    shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,69 @@
+"""Schedulers: the release form, the nightly build, and the package fan-out."""
+
+from buildbot.plugins import schedulers, util
+from buildbot.schedulers.forcesched import ValidationError
+
+from pgo import PipelineError
+from pgo.config import config_names
+from pgo.source import validate_version
+from steps import factories
+from steps.settings import PACKAGE_FORMATS
+
+
+class VersionParameter(util.StringParameter):
+    """A release version; refused with pgo's own message unless it is MAJOR.MINOR.PATCH."""
+
+    def parse_from_arg(self, s):
+        try:
+            return validate_version(s.strip())
+        except PipelineError as e:
+            raise ValidationError(str(e)) from None
+
+
+def release_form_properties():
+    return [
+        VersionParameter(name="version", label="Version (e.g. 10.11.18)", required=True, size=12),
+        util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
+                                   default="minimal"),
+        util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",
+                             default="debian", size=50),
+        util.ChoiceStringParameter(name="formats", label="Package formats", choices=list(PACKAGE_FORMATS),
+                                   default=list(PACKAGE_FORMATS), multiple=True),
+        util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
+                                   choices=["auto", "on", "off"], default="auto"),
+    ]
+
+
+def no_source_stamp():
+    """The release names its source in properties; hide the VCS fields of the form."""
+    return [util.CodebaseParameter(codebase="", label="", hide=True,
+                                   branch=util.FixedParameter(name="branch", default=""),
+                                   revision=util.FixedParameter(name="revision", default=""),
+                                   repository=util.FixedParameter(name="repository", default=""),
+                                   project=util.FixedParameter(name="project", default=""))]
+
+
+def make_schedulers(settings):
+    result = [schedulers.ForceScheduler(
+        name="release", label="Start a PGO release", buttonName="Start release",
+        builderNames=[factories.release_builder_name(p) for p in settings.platforms],
+        reason=util.StringParameter(name="reason", label="Reason", default="release", size=40),
+        codebases=no_source_stamp(), properties=release_form_properties())]
+    for platform in settings.platforms:
+        for package_format in platform.formats:
+            name = factories.package_builder_name(platform, package_format)
+            result.append(schedulers.Triggerable(name=name, builderNames=[name]))
+    if settings.nightly.enabled:
+        n = settings.nightly
+        builder = factories.nightly_builder_name(settings.platform(n.platform))
+        result.append(schedulers.Nightly(
+            name="nightly", builderNames=[builder], hour=n.hour, minute=n.minute,
+            codebases={"": {"repository": "", "branch": ""}},
+            properties={"version": n.version, "config": n.config, "source": n.source,
+                        "formats": ["bintar"], "benchmark": "off"}))
+        result.append(schedulers.ForceScheduler(
+            name="nightly_now", label="Run the nightly now", buttonName="Start nightly",
+            builderNames=[builder], codebases=no_source_stamp(),
+            properties=[util.FixedParameter(name=k, default=v) for k, v in
+                        {"version": n.version, "config": n.config, "source": n.source}.items()]))
+    return result

@@ -1,0 +1,192 @@
+"""The master's settings: read from a TOML file outside the repository, with safe defaults.
+
+The file is named by $PGO_MASTER_SETTINGS, else run/master-settings.toml (the
+runtime folder the repository ignores). Without a file every password is a
+fresh random string nobody knows: `buildbot checkconfig` passes on a fresh
+checkout, yet no worker can connect and nobody can log in. `./release`
+writes the file with generated passwords on first use. Relative paths in the
+file are relative to the file's folder.
+"""
+
+import os
+import secrets
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SETTINGS_ENV = "PGO_MASTER_SETTINGS"
+DEFAULT_RUNTIME = REPO / "run"
+PACKAGE_FORMATS = ("bintar", "deb", "rpm")
+WORKER_KINDS = ("local", "libvirt")
+
+
+class SettingsError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    name: str
+    password: str
+    kind: str = "local"               # local: a buildbot-worker we start; libvirt: a latent VM
+    hd_image: str | None = None       # libvirt: the VM's disk, a copy-on-write child of the image
+    images: str | None = None         # libvirt: vm_images' folder; its current.json names the image
+    uri: str = "qemu:///system"       # libvirt: the hypervisor connection
+    memory_mib: int = 8192
+    cpus: int = 2
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One row of the release matrix: where it builds and which packages it makes."""
+    name: str
+    workers: tuple[str, ...]
+    formats: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Nightly:
+    enabled: bool = True
+    hour: int = 3
+    minute: int = 0
+    platform: str = "local"
+    version: str = "10.11.18"
+    config: str = "minimal"
+    source: str = "debian"
+    keep: int = 7
+
+
+@dataclass(frozen=True)
+class Settings:
+    title: str
+    url: str
+    listen: str
+    web_port: int
+    worker_port: int
+    db_url: str
+    admins: dict[str, str]
+    workers: tuple[WorkerSettings, ...]
+    platforms: tuple[Platform, ...]
+    nightly: Nightly
+    downloads: Path                   # master: <downloads>/<version>/<platform>/, nightly/
+    archive: str                      # the profile archive, as the workers see it
+    repo_on_worker: str               # this repository's checkout on the workers
+    min_speedup: float = 1.0
+    max_lost_workers: int = 2         # a build request whose worker got lost this often fails
+    source_file: Path | None = field(default=None, compare=False)
+
+    def platform(self, name):
+        return next(p for p in self.platforms if p.name == name)
+
+    def worker(self, name):
+        return next(w for w in self.workers if w.name == name)
+
+
+def settings_path():
+    return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_RUNTIME / "master-settings.toml")
+
+
+def load_settings(path=None):
+    """Settings from path (default: settings_path()); defaults only when the default file is absent."""
+    explicit = path is not None or bool(os.environ.get(SETTINGS_ENV))
+    path = Path(path) if path is not None else settings_path()
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise SettingsError(f"cannot read master settings {path}: {e}") from None
+        return from_dict(data, path.resolve().parent, path)
+    if explicit:
+        raise SettingsError(f"master settings file {path} does not exist")
+    return from_dict({}, DEFAULT_RUNTIME, None)
+
+
+def from_dict(data, base, source_file):
+    def path_setting(name, default):
+        value = Path(data.get(name, default))
+        return value if value.is_absolute() else base / value
+
+    known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
+             "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
+             "max_lost_workers"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
+    web_port = int(data.get("web_port", 8010))
+    workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
+        {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
+    platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
+        {"name": "local", "workers": [workers[0].name], "formats": list(PACKAGE_FORMATS)}]))
+    settings = Settings(
+        title=data.get("title", "MariaDB PGO"),
+        url=data.get("url", f"http://localhost:{web_port}/"),
+        listen=data.get("listen", "127.0.0.1"),
+        web_port=web_port,
+        worker_port=int(data.get("worker_port", 9989)),
+        db_url=data.get("db_url", "sqlite:///state.sqlite"),
+        admins=dict(data.get("admins", {"admin": secrets.token_urlsafe(24)})),
+        workers=workers,
+        platforms=platforms,
+        nightly=nightly_settings(data.get("nightly", {}), source_file),
+        downloads=path_setting("downloads", "downloads"),
+        archive=str(path_setting("archive", "archive")),
+        repo_on_worker=data.get("repo_on_worker", str(REPO)),
+        min_speedup=float(data.get("min_speedup", 1.0)),
+        max_lost_workers=int(data.get("max_lost_workers", 2)),
+        source_file=source_file,
+    )
+    check(settings)
+    return settings
+
+
+def worker_settings(data, source_file):
+    try:
+        return WorkerSettings(**data)
+    except TypeError as e:
+        raise SettingsError(f"{source_file}: [[workers]] entry {data.get('name', '?')}: {e}") from None
+
+
+def nightly_settings(data, source_file):
+    try:
+        return Nightly(**data)
+    except TypeError as e:
+        raise SettingsError(f"{source_file}: [nightly]: {e}") from None
+
+
+def platform_settings(data, source_file):
+    try:
+        return Platform(name=data["name"], workers=tuple(data["workers"]),
+                        formats=tuple(data.get("formats", PACKAGE_FORMATS)))
+    except KeyError as e:
+        raise SettingsError(f"{source_file}: a [[platforms]] entry lacks {e}") from None
+
+
+def check(s):
+    where = s.source_file or "default settings"
+    if not s.admins:
+        raise SettingsError(f"{where}: no [admins]: nobody could start a release")
+    names = [w.name for w in s.workers]
+    if len(set(names)) != len(names):
+        raise SettingsError(f"{where}: two [[workers]] have the same name")
+    for w in s.workers:
+        if w.kind not in WORKER_KINDS:
+            raise SettingsError(f"{where}: worker {w.name}: kind '{w.kind}' is not one of {', '.join(WORKER_KINDS)}")
+        if w.kind == "libvirt" and not (w.hd_image and w.images):
+            raise SettingsError(f"{where}: libvirt worker {w.name} needs hd_image and images")
+    if not s.platforms:
+        raise SettingsError(f"{where}: no [[platforms]]: nothing to build on")
+    for p in s.platforms:
+        if not p.name.replace("-", "").replace(".", "").isalnum():
+            raise SettingsError(f"{where}: platform name '{p.name}' may hold only letters, digits, '-' and '.'")
+        missing = [w for w in p.workers if w not in names]
+        if missing or not p.workers:
+            raise SettingsError(f"{where}: platform {p.name} names no known worker ({', '.join(missing)})")
+        bad = [f for f in p.formats if f not in PACKAGE_FORMATS]
+        if bad:
+            raise SettingsError(f"{where}: platform {p.name}: unknown package format '{bad[0]}' "
+                                f"(known: {', '.join(PACKAGE_FORMATS)})")
+    if s.nightly.enabled and s.nightly.platform not in [p.name for p in s.platforms]:
+        raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
+    if s.nightly.keep < 1:
+        raise SettingsError(f"{where}: [nightly] keep must be at least 1")

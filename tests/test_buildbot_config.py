@@ -1,0 +1,150 @@
+"""master.cfg loads into the builders, schedulers, workers and web access the settings ask for."""
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from buildbot.config.master import FileLoader, MasterConfig
+from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
+from buildbot.schedulers.timed import Nightly
+from buildbot.schedulers.triggerable import Triggerable
+
+from pgo.phases import PIPELINES
+from steps.config import buildmaster_config
+from steps.schedulers import VersionParameter
+from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
+from steps.workers import current_image, domain_xml
+
+REPO = Path(__file__).resolve().parent.parent
+
+TWO_PLATFORMS = """
+web_port = 8123
+worker_port = 9123
+downloads = "dl"
+archive = "/srv/pgo/archive"
+[admins]
+releaser = "secret-1"
+[[workers]]
+name = "deb12"
+password = "secret-2"
+[[workers]]
+name = "el9"
+password = "secret-3"
+[[platforms]]
+name = "debian-12"
+workers = ["deb12"]
+formats = ["deb", "bintar"]
+[[platforms]]
+name = "rocky-9"
+workers = ["el9"]
+formats = ["rpm"]
+[nightly]
+platform = "debian-12"
+keep = 3
+"""
+
+
+@pytest.fixture
+def two_platforms(tmp_path, monkeypatch):
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(TWO_PLATFORMS)
+    monkeypatch.setenv(SETTINGS_ENV, str(settings_file))
+    return FileLoader(str(tmp_path), str(REPO / "master.cfg")).loadConfig()
+
+
+def test_master_cfg_builds_the_release_matrix(two_platforms):
+    builders = {b.name: b for b in two_platforms.builders}
+    assert sorted(builders) == ["nightly-debian-12", "package-debian-12-bintar", "package-debian-12-deb",
+                                "package-rocky-9-rpm", "release-debian-12", "release-rocky-9"]
+    assert builders["release-rocky-9"].workernames == ["el9"]
+    assert builders["package-debian-12-deb"].nextWorker is not None
+    assert all(b.locks for b in builders.values())
+    assert two_platforms.collapseRequests is False
+
+
+def test_release_steps_are_the_pipeline_phases(two_platforms):
+    factory = next(b.factory for b in two_platforms.builders if b.name == "release-debian-12")
+    names = [step.kwargs.get("name", step.step_class.name) for step in factory.steps]
+    phases = [n for n in names if n in PIPELINES["on"]]
+    assert phases == list(PIPELINES["on"])
+    assert [n.removeprefix("baseline-") for n in names if n.startswith("baseline-")] == list(PIPELINES["off"])
+    assert names.index("benchmark") < names.index("packages") < names.index("publish")
+
+
+def test_schedulers_release_nightly_and_fan_out(two_platforms):
+    schedulers = {s.name: s for s in two_platforms.schedulers.values()}
+    release = schedulers["release"]
+    assert isinstance(release, ForceScheduler)
+    assert sorted(release.builderNames) == ["release-debian-12", "release-rocky-9"]
+    assert isinstance(schedulers["nightly"], Nightly)
+    assert schedulers["nightly"].builderNames == ["nightly-debian-12"]
+    triggerable = sorted(n for n, s in schedulers.items() if isinstance(s, Triggerable))
+    assert triggerable == ["package-debian-12-bintar", "package-debian-12-deb", "package-rocky-9-rpm"]
+
+
+def test_only_admins_control_builds(two_platforms):
+    www = two_platforms.www
+    assert www["port"] == "tcp:8123:interface=127.0.0.1"
+    rules = www["authz"].allowRules
+    assert {type(r).__name__ for r in rules} >= {"ForceBuildEndpointMatcher", "StopBuildEndpointMatcher",
+                                                  "RebuildBuildEndpointMatcher"}
+    assert all(r.role == "admins" for r in rules)
+    assert www["authz"].roleMatchers[0].usernames == ["releaser"]
+
+
+def test_defaults_pass_checkconfig_without_a_settings_file(tmp_path):
+    settings = from_dict({}, tmp_path, None)
+    config = MasterConfig.loadFromDict(buildmaster_config(settings), "master.cfg")
+    assert "release-local" in {b.name for b in config.builders}
+    # Nobody knows the generated passwords: they differ on every load.
+    assert from_dict({}, tmp_path, None).admins != settings.admins
+
+
+def test_version_is_validated_with_a_clear_message():
+    version = VersionParameter(name="version", required=True)
+    assert version.getFromKwargs({"version": ["10.11.18"]}) == "10.11.18"
+    with pytest.raises(ValidationError, match="invalid version '10.11': expected MAJOR.MINOR.PATCH"):
+        version.getFromKwargs({"version": ["10.11"]})
+    with pytest.raises(ValidationError, match="needs to be specified"):
+        version.getFromKwargs({"version": [""]})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("colour = 'red'", "unknown setting 'colour'"),
+    ("[[platforms]]\nname = 'x'\nworkers = ['nobody']", "platform x names no known worker"),
+    ("[[platforms]]\nname = 'x'\nworkers = ['local-worker']\nformats = ['zip']", "unknown package format 'zip'"),
+    ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
+    ("[nightly]\nkeep = 0", "keep must be at least 1"),
+    ("admins = {}", "no [admins]"),
+])
+def test_bad_settings_are_refused(tmp_path, text, message):
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(text)
+    with pytest.raises(SettingsError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_settings(settings_file)
+
+
+def test_a_named_settings_file_must_exist(tmp_path, monkeypatch):
+    monkeypatch.setenv(SETTINGS_ENV, str(tmp_path / "missing.toml"))
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings()
+
+
+def test_vm_worker_boots_the_current_image(tmp_path):
+    (tmp_path / "current.json").write_text(json.dumps({"current": {
+        "disk": "gcc12/B1/disk.qcow2", "kernel": "gcc12/B1/vmlinuz", "initrd": "gcc12/B1/initrd.img",
+        "kernel_cmdline": "root=/dev/vda rw console=ttyS0"}}))
+    spec = WorkerSettings(name="vm1", password="p", kind="libvirt", hd_image="/var/lib/vm1.qcow2",
+                          images=str(tmp_path))
+    image = current_image(spec.images)
+    assert image["disk"] == str(tmp_path / "gcc12/B1/disk.qcow2")
+    domain = ElementTree.fromstring(domain_xml(spec, image))
+    assert domain.findtext("name") == "vm1"
+    assert domain.findtext("os/kernel") == str(tmp_path / "gcc12/B1/vmlinuz")
+    assert domain.find("devices/disk/source").get("file") == "/var/lib/vm1.qcow2"
+
+
+def test_missing_image_pointer_is_a_clear_error(tmp_path):
+    with pytest.raises(SettingsError, match="cannot read the current VM image from .*current.json"):
+        current_image(tmp_path)

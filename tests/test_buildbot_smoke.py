@@ -1,0 +1,126 @@
+"""A real Buildbot master and worker on localhost release the fixture project end to end.
+
+Started the way `./release up` starts them (steps/local.py), in a temporary
+runtime folder with free ports and SQLite; driven through the REST API.
+"""
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from steps import local
+from steps.publish import STAGING, verify_sha256sums
+from steps.settings import SETTINGS_ENV
+
+FORMATS = ["bintar", "deb", "rpm"]
+BUILD_TIMEOUT = 120
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(SETTINGS_ENV, raising=False)
+        runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
+        # The nightly builds the fixture too, and keeps only the newest.
+        runtime.settings_file.write_text(local.settings_text(free_port(), free_port()).replace(
+            'version = "10.11.18"\nconfig = "minimal"\nsource = "debian"\nkeep = 7',
+            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'))
+        local.setup(runtime)
+        try:
+            settings, _ = local.start(runtime)
+            yield runtime, settings
+        finally:
+            local.stop(runtime)
+
+
+def admin_api(settings):
+    api = local.Api(settings.url)
+    local.login_as_admin(settings, api)
+    return api
+
+
+def release(api, version, source="tests/fixture"):
+    before = local.newest_build_id(api)
+    bsid = local.force_release(api, version, "fixture", source, FORMATS)
+    lines = []
+    results = local.follow(api, bsid, before, out=lines.append)
+    return results, local.release_builds(api, bsid), lines
+
+
+def test_anonymous_force_is_refused(master):
+    _, settings = master
+    with pytest.raises(local.ApiError) as refused:
+        local.force_release(local.Api(settings.url), "1.0.0", "fixture", "tests/fixture", FORMATS)
+    assert refused.value.status == 403
+
+
+def test_wrong_admin_password_is_refused(master):
+    _, settings = master
+    user = next(iter(settings.admins))
+    with pytest.raises(local.ApiError):
+        local.Api(settings.url).login(user, "not-the-password")
+
+
+def test_invalid_version_is_rejected(master):
+    _, settings = master
+    with pytest.raises(local.ApiError) as rejected:
+        local.force_release(admin_api(settings), "10.11", "fixture", "tests/fixture", FORMATS)
+    assert "invalid version '10.11': expected MAJOR.MINOR.PATCH" in str(rejected.value)
+
+
+def test_release_publishes_packages_with_checksums(master):
+    runtime, settings = master
+    results, builds, lines = release(admin_api(settings), "1.0.0")
+    assert results == 0, "\n".join(lines)
+    (build,) = builds
+    assert "objects trained;" in build["state_string"]
+    assert "profile used by 100% of 2 hot objects" in build["state_string"]
+    published = Path(build["properties"]["published"][0])
+    assert published == settings.downloads / "1.0.0" / "local"
+    assert verify_sha256sums(published) == []
+    assert published.stat().st_mode & 0o005 == 0o005, "downloads must be readable by everyone"
+    files = {str(p.relative_to(published)) for p in published.rglob("*") if p.is_file()}
+    assert {"bintar/fixture-1.0.0+pgo-linux-x86_64.tar.gz", "deb/fixture_1.0.0+pgo-1_amd64.deb",
+            "rpm/fixture-1.0.0+pgo-1.x86_64.rpm", "build-info.json", "profile-check.json"} <= files
+    assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
+    assert list((settings.downloads / STAGING).iterdir()) == []
+    assert any("instrumented" in line for line in lines)
+
+
+def test_anonymous_stop_and_rebuild_are_refused(master):
+    _, settings = master
+    anonymous = local.Api(settings.url)
+    build = anonymous.get("builds", order="-buildid", limit=1)["builds"][0]
+    for path, method in ((f"builds/{build['buildid']}", "stop"),
+                         (f"builders/{build['builderid']}/builds/{build['number']}", "rebuild")):
+        with pytest.raises(local.ApiError) as refused:
+            anonymous.control(path, method)
+        assert refused.value.status == 403, method
+
+
+def test_failed_release_publishes_nothing(master):
+    _, settings = master
+    results, (build,), lines = release(admin_api(settings), "1.0.1", source="tests/no-such-source")
+    assert results != 0
+    assert "source" in build["state_string"]
+    assert not (settings.downloads / "1.0.1").exists()
+    assert list((settings.downloads / STAGING).iterdir()) == []
+
+
+def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
+    _, settings = master
+    api = admin_api(settings)
+    for _ in range(2):
+        before = local.newest_build_id(api)
+        bsid, _ = api.control("forceschedulers/nightly_now", "force", reason="smoke test")
+        assert local.follow(api, bsid, before, out=lambda line: None) == 0
+    (nightly,) = (settings.downloads / "nightly").iterdir()
+    assert verify_sha256sums(nightly) == []
+    assert (nightly / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()

@@ -1,0 +1,173 @@
+"""The custom build steps, run by Buildbot's own step-testing harness (fake worker, fake master)."""
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from buildbot.process.results import FAILURE, RETRY, SUCCESS
+from buildbot.test import fakedb
+from buildbot.test.reactor import TestReactorMixin
+from buildbot.test.steps import ExpectShell, TestBuildStepMixin
+from twisted.trial import unittest
+
+from steps import factories, publish
+from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
+
+COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
+CHECK_OUTPUT = ("== phase 4 of 7: check: check the profile reached the hot objects\n"
+                "[check] 2 .gcda files, 2 of 2 build objects have data; profile 1.0.0-9934e693eb55\n"
+                "[check]   CMakeFiles/hot.dir: 1 of 1 objects (100%)\n")
+OPTIMIZED_OUTPUT = ("[optimized] compile 4/4\n[optimized] profile 1.0.0-9934e693eb55 used: 97% of 120 hot "
+                    "objects; 3 objects without profile, 0 coverage mismatches\n")
+
+
+class StepTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+    def setUp(self):
+        self.setup_test_reactor()
+        return self.setup_test_build_step()
+
+
+class PgoCommandTest(StepTest):
+    def shell(self):
+        return ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"}, log_environ=False)
+
+    def test_compile_progress_becomes_the_summary(self):
+        self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        step, summaries, update = self.step, [], self.step.updateSummary
+        step.updateSummary = lambda: (summaries.append(step.getCurrentSummary()["step"]), update())
+        self.expect_commands(self.shell().stdout("== phase 2 of 7: instrumented\n[instrumented] compile 345/504\n"
+                                                 "[instrumented] compile 504/504\n").exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="instrumented: compile 504/504")
+        done = self.run_step()
+        done.addCallback(lambda _: self.assertEqual(
+            [s for s in summaries if "compile" in s][:2],
+            ["instrumented: compile 345/504", "instrumented: compile 504/504"]))
+        return done
+
+    def test_failed_phase_fails_the_step_with_its_progress(self):
+        self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout("[instrumented] compile 12/504\n")
+                             .stderr("pgo: error: phase 'instrumented' failed\n").exit(1))
+        self.expect_outcome(result=FAILURE, state_string="instrumented (failure): compile 12/504")
+        return self.run_step()
+
+    def phase_step(self, name):
+        step = next(s for s in factories.phase_steps(SimpleNamespace(repo_on_worker="repo", archive="a"),
+                                                      "on", "w") if s.name == name)
+        step.set_step_arg("command", COMMAND)
+        return step
+
+    def test_profile_check_figures_become_the_build_summary(self):
+        self.setup_step(self.phase_step("check"))
+        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
+                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
+                                         max_time=factories.MAX_STEP_TIME).stdout(CHECK_OUTPUT).exit(0))
+        summary = "profile 1.0.0-9934e693eb55: 2 of 2 objects trained;"
+        self.expect_outcome(result=SUCCESS, state_string=f"check: {summary}")
+        d = self.run_step()
+        d.addCallback(lambda _: self.step.getBuildResultSummary())
+        d.addCallback(lambda s: self.assertEqual(s["build"], summary))
+        return d
+
+    def test_profile_use_becomes_the_build_summary(self):
+        self.setup_step(self.phase_step("optimized"))
+        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
+                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
+                                         max_time=factories.MAX_STEP_TIME).stdout(OPTIMIZED_OUTPUT).exit(0))
+        self.expect_outcome(result=SUCCESS,
+                            state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
+        return self.run_step()
+
+    def test_benchmark_speedup_shows_in_the_summary(self):
+        pattern, form = factories.BENCH_RESULT
+        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo", result_pattern=pattern,
+                                   result_format=form, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout(
+            "[bench] step 9 of 9: gate\n[bench] ok: oltp_read_only: single-thread speedup 1.084 "
+            "(95% CI 1.052-1.117), lower bound >= minimum 1\n").exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="benchmark: oltp_read_only single-thread speedup "
+                                                         "1.084 (95% CI 1.052-1.117);")
+        return self.run_step()
+
+
+class GiveUpOnLostWorkersTest(StepTest):
+    def lost_before(self, times):
+        # The harness's build 92 belongs to build request 300.
+        self.build_requests = [fakedb.Build(id=500 + n, number=n, buildrequestid=300, builderid=100,
+                                            masterid=fakedb.FakeDBConnector.MASTER_ID, workerid=400,
+                                            results=RETRY) for n in range(times)]
+        return self.master.db.insert_test_data(self.build_requests)
+
+    def guarded(self):
+        self.setup_step(GiveUpOnLostWorkers(max_lost=2))
+        self.build.requests = [SimpleNamespace(id=300)]
+
+    async def test_first_try_runs(self):
+        self.guarded()
+        self.expect_outcome(result=SUCCESS, state_string="first try")
+        await self.run_step()
+
+    async def test_one_lost_worker_is_retried(self):
+        await self.lost_before(1)
+        self.guarded()
+        self.expect_outcome(result=SUCCESS, state_string="worker lost 1 times before")
+        await self.run_step()
+
+    async def test_gives_up_after_max_lost(self):
+        await self.lost_before(2)
+        self.guarded()
+        self.expect_outcome(result=FAILURE, state_string="worker lost 2 times: giving up (failure)")
+        await self.run_step()
+
+
+class PublishFolderTest(StepTest):
+    def staged(self, tmp):
+        staging = tmp / ".incoming" / "release-local-1"
+        (staging / "bintar").mkdir(parents=True)
+        (staging / "bintar" / "x-1.0.0.tar.gz").write_bytes(b"tarball")
+        (staging / "build-info.json").write_text("{}")
+        return staging
+
+    async def test_publishes_with_checksums(self):
+        tmp = self.tmp_path()
+        staging, destination = self.staged(tmp), tmp / "1.0.0" / "local"
+        self.setup_step(PublishFolder(str(staging), str(destination)))
+        self.expect_outcome(result=SUCCESS, state_string="published 2 files")
+        self.expect_property("published", str(destination), "publish")
+        await self.run_step()
+        self.assertFalse(staging.exists())
+        sums = (destination / "sha256sums.txt").read_text()
+        self.assertIn(f"{hashlib.sha256(b'tarball').hexdigest()}  bintar/x-1.0.0.tar.gz\n", sums)
+        self.assertEqual(publish.verify_sha256sums(destination), [])
+
+    async def test_never_replaces_a_published_release(self):
+        tmp = self.tmp_path()
+        staging, destination = self.staged(tmp), tmp / "1.0.0" / "local"
+        destination.mkdir(parents=True)
+        (destination / "keep.txt").write_text("published earlier")
+        self.setup_step(PublishFolder(str(staging), str(destination)))
+        self.expect_outcome(result=FAILURE)
+        await self.run_step()
+        self.assertEqual((destination / "keep.txt").read_text(), "published earlier")
+        self.assertEqual(sorted(p.name for p in destination.iterdir()), ["keep.txt"])
+
+    async def test_nightly_keeps_the_newest(self):
+        tmp = self.tmp_path()
+        for name in ("20260101-030000-10.11.18-b1", "20260102-030000-10.11.18-b2"):
+            (tmp / "nightly" / name).mkdir(parents=True)
+            (tmp / "nightly" / name / "sha256sums.txt").write_text("")
+        destination = tmp / "nightly" / "20260103-030000-10.11.18-b3"
+        self.setup_step(PublishFolder(str(self.staged(tmp)), str(destination), keep=2))
+        self.expect_outcome(result=SUCCESS, state_string="published 2 files")
+        await self.run_step()
+        self.assertEqual(sorted(p.name for p in (tmp / "nightly").iterdir()),
+                         ["20260102-030000-10.11.18-b2", "20260103-030000-10.11.18-b3"])
+
+    def tmp_path(self):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        return Path(folder)
