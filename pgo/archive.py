@@ -139,12 +139,36 @@ def find(root, name):
 # --- storing ------------------------------------------------------------------
 
 def store(workdir, root, kind, out=print):
-    """Archive a trained work directory's profile (once); return its entry."""
+    """Archive a work directory's profile (once); return its entry.
+
+    A trained profile gets a new entry; a reused one is copied, verified, from
+    the entry it came from (a release publishes the profile it was built with).
+    """
+    settings = workdir.load_settings()
+    if settings.profile_from:
+        source = find(root_of(settings.archive), settings.profile_from)
+        verify(source)
+        entry = Entry(root, source.name)
+        if entry.path.exists():
+            return existing(entry, out)
+        return write_atomically(entry, root, lambda partial: copy_entry(source.path, partial), out)
     manifest, files = manifest_of(workdir, kind)
     entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
                         f"{manifest['compiler']['version']}/{manifest['profile_id']}")
     if entry.path.exists():
         return existing(entry, out)
+    return write_atomically(entry, root, lambda partial: write_entry(partial, manifest, files), out)
+
+
+def copy_entry(source, partial):
+    for path in source.iterdir():
+        shutil.copy2(path, partial / path.name)
+        with open(partial / path.name, "rb") as f:
+            os.fsync(f.fileno())
+
+
+def write_atomically(entry, root, fill, out):
+    """Fill a hidden partial directory, then rename it to the entry's name: all or nothing."""
     parent = entry.path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +177,7 @@ def store(workdir, root, kind, out=print):
     except OSError as e:
         raise PipelineError(f"cannot create the archive directory {parent}: {e.strerror}") from e
     try:
-        write_entry(partial, manifest, files)
+        fill(partial)
         try:
             partial.rename(entry.path)
         except OSError:
@@ -175,9 +199,6 @@ def manifest_of(workdir, kind):
     if kind not in KINDS:
         raise PipelineError(f"unknown archive kind '{kind}' (known: {', '.join(KINDS)})")
     settings = workdir.load_settings()
-    if settings.profile_from:
-        raise PipelineError(f"{workdir.root} reused the archived profile {settings.profile_from}; "
-                            "only trained profiles are archived")
     config = build_config(settings.config)
     compiler = detect(settings.cc, settings.cxx)
     profile_dir = workdir.profile(settings)

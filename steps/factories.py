@@ -79,17 +79,36 @@ def pgo_step(settings, name, args, **kwargs):
 
 
 def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwargs):
-    """One step per phase of the pipeline, each with its own log."""
+    """One step per phase of the pipeline, each with its own log.
+
+    A PGO build trains its profile, or with the property profile=NAME|latest
+    reuses an archived one (pipeline "reuse"): the union of both pipelines'
+    phases, each step run only when its pipeline is the build's.
+    """
     common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
               "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir]
-    if pgo == "on":
-        common += ["--archive", settings.archive, "--archive-kind", archive_kind]
+    if pgo == "off":
+        return [pgo_step(settings, prefix + name, [*common, "--phase", name], **kwargs) for name in PIPELINES["off"]]
+    common += ["--archive", settings.archive, "--archive-kind", archive_kind, util.Transform(
+        lambda profile: ["--profile-from", profile] if reusing(profile) else [], util.Property("profile", "train"))]
+    order = [*PIPELINES["on"]]
+    order.insert(order.index("optimized"), "import")
     steps = []
-    for name in PIPELINES[pgo]:
+    for name in order:
         pattern, form = RESULT_LINES.get(name, (None, None))
+        wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
-                              result_pattern=pattern, result_format=form, **kwargs))
+                              result_pattern=pattern, result_format=form,
+                              doStepIf=lambda step, wanted=wanted: build_pipeline(step) in wanted, **kwargs))
     return steps
+
+
+def reusing(profile):
+    return bool(profile) and profile != "train"
+
+
+def build_pipeline(step):
+    return "reuse" if reusing(step.getProperty("profile", "train")) else "on"
 
 
 def clean_step(*names):
@@ -132,7 +151,7 @@ def release_factory(settings, platform):
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
-        "--out", BENCH, "--min-speedup", str(settings.min_speedup)],
+        "--out", BENCH, *settings.bench_options, "--min-speedup", str(settings.min_speedup)],
         result_pattern=BENCH_RESULT[0], result_format=BENCH_RESULT[1], doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from);
     # the release's own one-entry archive is published with its packages.

@@ -237,10 +237,10 @@ def login_as_admin(settings, api):
     return user
 
 
-def force_release(api, version, config, source, formats, benchmark="auto"):
+def force_release(api, version, config, source, formats, benchmark="auto", profile="train"):
     """Start a release on every platform; returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
-                          formats=list(formats), benchmark=benchmark, reason=f"./release {version}")
+                          formats=list(formats), benchmark=benchmark, profile=profile, reason=f"./release {version}")
     return bsid
 
 
@@ -304,7 +304,8 @@ def cmd_run(args):
     settings, api = start(runtime)
     user = login_as_admin(settings, api)
     before = newest_build_id(api)
-    bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark)
+    bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark,
+                         args.profile)
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
     try:
         results = follow(api, bsid, before, out=say)
@@ -337,6 +338,8 @@ def make_parser():
     run.add_argument("--source", default="debian", help="'debian', a tarball, a directory or a git URL")
     run.add_argument("--formats", default=",".join(PACKAGE_FORMATS),
                      help=f"package formats, comma-separated (default {','.join(PACKAGE_FORMATS)})")
+    run.add_argument("--profile", default="train",
+                     help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
     run.set_defaults(func=cmd_run)

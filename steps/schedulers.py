@@ -29,6 +29,8 @@ def release_form_properties():
                              default="debian", size=50),
         util.ChoiceStringParameter(name="formats", label="Package formats", choices=list(PACKAGE_FORMATS),
                                    default=list(PACKAGE_FORMATS), multiple=True),
+        util.StringParameter(name="profile", label="Profile ('train', or an archived one: a name or 'latest')",
+                             default="train", size=30),
         util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
                                    choices=["auto", "on", "off"], default="auto"),
     ]

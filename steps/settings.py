@@ -57,6 +57,10 @@ class Nightly:
     keep: int = 7
 
 
+BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "--threads", "1,4,16,64",
+                 "--pairs", "3", "--time", "10", "--latency-time", "30")
+
+
 @dataclass(frozen=True)
 class Settings:
     title: str
@@ -73,6 +77,9 @@ class Settings:
     archive: str                      # the profile archive, as the workers see it
     repo_on_worker: str               # this repository's checkout on the workers
     min_speedup: float = 1.0
+    # The gate's measurement: a single-thread-weighted sweep that takes ~25 minutes
+    # on 2 cores (`pgo bench --help`); min_speedup is added to it.
+    bench_options: tuple[str, ...] = BENCH_OPTIONS
     max_lost_workers: int = 2         # a build request whose worker got lost this often fails
     source_file: Path | None = field(default=None, compare=False)
 
@@ -109,7 +116,7 @@ def from_dict(data, base, source_file):
 
     known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
              "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
-             "max_lost_workers"}
+             "bench_options", "max_lost_workers"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -133,6 +140,7 @@ def from_dict(data, base, source_file):
         archive=str(path_setting("archive", "archive")),
         repo_on_worker=data.get("repo_on_worker", str(REPO)),
         min_speedup=float(data.get("min_speedup", 1.0)),
+        bench_options=tuple(str(o) for o in data.get("bench_options", BENCH_OPTIONS)),
         max_lost_workers=int(data.get("max_lost_workers", 2)),
         source_file=source_file,
     )

@@ -68,6 +68,7 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     names = [step.kwargs.get("name", step.step_class.name) for step in factory.steps]
     phases = [n for n in names if n in PIPELINES["on"]]
     assert phases == list(PIPELINES["on"])
+    assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "stage"]
     assert [n.removeprefix("baseline-") for n in names if n.startswith("baseline-")] == list(PIPELINES["off"])
     assert names.index("benchmark") < names.index("packages") < names.index("publish")
 

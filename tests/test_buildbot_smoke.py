@@ -4,6 +4,7 @@ Started the way `./release up` starts them (steps/local.py), in a temporary
 runtime folder with free ports and SQLite; driven through the REST API.
 """
 
+import shutil
 import socket
 from pathlib import Path
 
@@ -46,9 +47,9 @@ def admin_api(settings):
     return api
 
 
-def release(api, version, source="tests/fixture"):
+def release(api, version, source="tests/fixture", profile="train"):
     before = local.newest_build_id(api)
-    bsid = local.force_release(api, version, "fixture", source, FORMATS)
+    bsid = local.force_release(api, version, "fixture", source, FORMATS, profile=profile)
     lines = []
     results = local.follow(api, bsid, before, out=lines.append)
     return results, local.release_builds(api, bsid), lines
@@ -92,6 +93,23 @@ def test_release_publishes_packages_with_checksums(master):
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)
+
+
+def test_release_can_reuse_the_archived_profile(master, tmp_path):
+    """A later version built with the last release's profile: one build, no training."""
+    _, settings = master
+    source = tmp_path / "fixture-1.0.2"
+    shutil.copytree(Path(__file__).resolve().parent / "fixture", source)
+    (source / "VERSION").write_text("1.0.2\n")
+    results, (build,), lines = release(admin_api(settings), "1.0.2", source=str(source), profile="latest")
+    assert results == 0, "\n".join(lines)
+    assert "profile used by 100% of 2 hot objects" in build["state_string"]
+    steps = {s["name"]: s["results"] for s in local.Api(settings.url).get(
+        f"builds/{build['buildid']}/steps")["steps"]}
+    assert steps["import"] == 0 and steps["train"] == 3 and steps["instrumented"] == 3  # 3: skipped
+    published = settings.downloads / "1.0.2" / "local"
+    assert verify_sha256sums(published) == []
+    assert (published / "bintar" / "fixture-1.0.2+pgo-linux-x86_64.tar.gz").is_file()
 
 
 def test_anonymous_stop_and_rebuild_are_refused(master):
