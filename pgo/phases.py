@@ -111,8 +111,8 @@ def train(ctx, log):
 
 
 def check_profile(ctx, log):
-    figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"),
-                            ctx.product.hot_dirs, ctx.settings.version)
+    figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
+                            ctx.settings.version, ctx.compiler.gcov("gcov-dump"))
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
@@ -126,7 +126,8 @@ def describe_check(figures):
     yield (f"{figures['gcda_files']} .gcda files, {figures['build_objects_with_profile']} of "
            f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
     for directory, hot in figures["hot_dirs"].items():
-        yield f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%})"
+        yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
+               f"{hot['functions_run']} of their {hot['functions']} functions ran")
 
 
 def build_optimized(ctx, log):

@@ -8,6 +8,7 @@ an absolute name, which starts with '#'.
 
 import hashlib
 import re
+import subprocess
 from pathlib import Path
 
 from pgo import PipelineError
@@ -46,7 +47,23 @@ def profile_id(profile_dir, version):
     return f"{version}-{digest.hexdigest()[:12]}"
 
 
-def check(profile_dir, build_dir, hot_dirs, version):
+def functions_run(gcda_paths, gcov_dump="gcov-dump"):
+    """(functions, functions the training ran) in these .gcda files, read with gcov-dump.
+
+    A function ran when its first-execution timestamp (time_profiler) is set;
+    object counts alone cannot tell a thorough training from one that merely
+    started the server.
+    """
+    if not gcda_paths:
+        return 0, 0
+    result = subprocess.run([gcov_dump, *map(str, gcda_paths)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
+    timers = [line for line in result.stdout.splitlines() if ":COUNTERS time_profiler " in line]
+    return len(timers), sum(1 for line in timers if "(all zero)" not in line)
+
+
+def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump"):
     """Count the profile's data and require data in every hot directory.
 
     Returns the figures as a dict; raises PipelineError when there is no data
@@ -60,8 +77,11 @@ def check(profile_dir, build_dir, hot_dirs, version):
     for directory in hot_dirs:
         compiled = [o for o in objects if in_dir(o, directory)]
         profiled = [o for o in compiled if o in own]
+        functions, ran = functions_run([Path(profile_dir, o.replace("/", "#") + ".gcda") for o in profiled],
+                                       gcov_dump)
         hot[directory] = {"objects": len(compiled), "with_profile": len(profiled),
-                          "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0}
+                          "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0,
+                          "functions": functions, "functions_run": ran}
     figures = {
         "gcda_files": len(files),
         "empty_gcda_files": len(files) - len(names),

@@ -18,10 +18,10 @@ class Compiler:
     version: str   # exact, e.g. "12.2.0": the .gcda format depends on it
     banner: str    # first line of `gcc --version`, names the distribution build
 
-    @property
-    def gcov_tool(self):
+    def gcov(self, tool):
+        """This compiler's gcov-tool or gcov-dump: the .gcda format is version specific."""
         suffix = self.cc.rsplit("gcc", 1)[1] if "gcc" in self.cc else ""
-        return shutil.which(f"gcov-tool{suffix}") or shutil.which("gcov-tool") or "gcov-tool"
+        return shutil.which(f"{tool}{suffix}") or shutil.which(tool) or tool
 
 
 def detect(cc="gcc", cxx="g++"):

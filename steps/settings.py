@@ -57,8 +57,8 @@ class Nightly:
     keep: int = 7
 
 
-BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "--threads", "1,4,16,64",
-                 "--pairs", "3", "--time", "10", "--latency-time", "30")
+BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "oltp_read_write",
+                 "--threads", "1,4,16,64", "--pairs", "3", "--time", "10", "--latency-time", "30", "--callgrind")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Settings:
     archive: str                      # the profile archive, as the workers see it
     repo_on_worker: str               # this repository's checkout on the workers
     min_speedup: float = 1.0
-    # The gate's measurement: a single-thread-weighted sweep that takes ~25 minutes
+    # The gate's measurement: the three workloads over a short sweep, ~25 minutes
     # on 2 cores (`pgo bench --help`); min_speedup is added to it.
     bench_options: tuple[str, ...] = BENCH_OPTIONS
     max_lost_workers: int = 2         # a build request whose worker got lost this often fails

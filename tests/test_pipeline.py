@@ -40,6 +40,9 @@ def test_profile_check_counts_the_hot_objects(trained):
     check = json.loads((workdir / "profile-check.json").read_text())
     assert check["gcda_files"] == 2
     assert all(hot["with_profile"] == hot["objects"] == 1 for hot in check["hot_dirs"].values())
+    # Function level, read back with gcov-dump: the training never runs cold_digest.
+    assert check["hot_dirs"]["CMakeFiles/hot.dir"]["functions"] == 2  # is_word is inlined early
+    assert check["hot_dirs"]["CMakeFiles/hot.dir"]["functions_run"] == 1
     # Named relative to the build tree (-fprofile-prefix-path), so they apply in any tree.
     assert sorted(p.name for p in (workdir / "profile").iterdir()) == [
         "CMakeFiles#fixture.dir#src#main.c.gcda", "CMakeFiles#hot.dir#src#hot.c.gcda"]
