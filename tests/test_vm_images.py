@@ -1,0 +1,333 @@
+"""Build-VM images: definition validation, the images folder and pointer, and the rollout's
+decisions. The rollout's logic, store and pointer are real; only the slow external part
+(building an image, running builds inside it) is replaced by scripted outcomes. Building
+and testing a real image takes minutes and root: set VM_IMAGES_REAL=1 to run that too."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from vm_images import ImageError, definition
+from vm_images.manifest import diff
+from vm_images.rollout import Outcome, Rollout, rollback
+from vm_images.store import Store
+
+REAL = os.environ.get("VM_IMAGES_REAL") == "1"
+
+
+def run_cli(*args, check=None):
+    result = subprocess.run([sys.executable, "-m", "vm_images", *map(str, args)], cwd=REPO,
+                            capture_output=True, text=True)
+    if check is not None and result.returncode != check:
+        raise AssertionError(f"vm_images {' '.join(map(str, args))} exited {result.returncode}:\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture
+def data():
+    return copy.deepcopy(definition.load())
+
+
+def image_error(name, data, requirements="no-such-file"):
+    with pytest.raises(ImageError) as e:
+        definition.image(name, data, requirements=requirements)
+    return str(e.value)
+
+
+# --- definitions ---------------------------------------------------------------
+
+def test_the_shipped_definitions_are_valid_and_pin_exact_compilers():
+    images, canaries = definition.validate_all()
+    by_name = {i.name: i for i in images}
+    assert by_name["gcc11"].compiler.version == "11.3.0"
+    assert by_name["gcc12"].compiler.version == "12.2.0"
+    for image in images:
+        assert all("=" in pin and "*" not in pin for pin in image.compiler.pins())
+        assert "linux-image-amd64" in image.packages and "cmake" in image.packages
+        assert image.worker.user != "root"
+    assert {c.name for c in canaries} >= {"minimal", "fixture"}
+
+
+def test_validate_command_lists_images_and_exits_zero():
+    result = run_cli("validate", check=0)
+    assert "gcc11: debian bookworm, gcc-11 11.3.0" in result.stdout
+    assert "valid" in result.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["images"]["gcc11"]["compiler"]["packages"].update({"gcc-11": ">= 11"}), "not an exact version"),
+    (lambda d: d["images"]["gcc11"]["compiler"]["packages"].update({"gcc-11": "11.4.0-1"}),
+     "gcc-11 11.4.0-1 is GCC 11.4.0, but the compiler version says 11.3.0"),
+    (lambda d: d["images"]["gcc11"]["compiler"].update({"version": "11"}), "not an exact GCC version"),
+    (lambda d: d["images"]["gcc11"]["compiler"].update({"cc": "gcc-13"}), "gcc-13 is not among the pinned packages"),
+    (lambda d: d["images"]["gcc11"]["compiler"].pop("cxx"), "missing setting 'cxx'"),
+    (lambda d: d["package_sets"]["worker"].append("gcc-11"), "gcc-11 is pinned by the compiler"),
+    (lambda d: d["package_sets"]["worker"].append("cmake>=3"), "'cmake>=3' is not a package name"),
+    (lambda d: d["images"]["gcc11"].update({"package_sets": ["nosuch"]}), "unknown package set 'nosuch'"),
+    (lambda d: d["images"]["gcc11"].update({"relase": "trixie"}), "unknown setting 'relase'"),
+    (lambda d: d["images"]["gcc11"].update({"base": "nosuch"}), "unknown base 'nosuch'"),
+    (lambda d: d["images"]["gcc11"].update({"family": "rpm", "bootstrap": "dnf"}),
+     "family 'rpm' (bootstrap dnf --installroot) is planned but not implemented yet"),
+    (lambda d: d["images"]["gcc11"].update({"family": "apk"}), "unknown family 'apk'"),
+    (lambda d: d["images"]["gcc11"].update({"bootstrap": "debootstrap"}), "bootstrapped with 'mmdebstrap'"),
+    (lambda d: d["images"]["gcc11"].update({"mirror": "deb.debian.org"}), "not an http(s) URL"),
+    (lambda d: d["images"]["gcc11"].update({"disk_gib": "40G"}), "disk_gib must be a whole number"),
+    (lambda d: d["images"]["gcc11"].update({"worker": {"user": "root"}}), "unprivileged user name"),
+    (lambda d: d["images"]["gcc11"].update({"worker": {"buildbot_worker": "latest"}}), "not an exact version"),
+])
+def test_bad_definitions_are_refused_with_the_reason(data, change, message):
+    change(data)
+    error = image_error("gcc11", data)
+    assert message in error
+    assert error.startswith("image 'gcc11'")
+
+
+def test_unknown_image_names_the_known_ones(data):
+    assert image_error("gcc99", data) == "unknown image 'gcc99' (known: gcc11, gcc12)"
+
+
+def test_worker_must_match_the_masters_buildbot(data, tmp_path):
+    requirements = tmp_path / "master.txt"
+    requirements.write_text("# master\nTwisted==24.11.0\nbuildbot==4.2.1\n")
+    assert "buildbot_worker is 4.3.0 but" in image_error("gcc11", data, requirements)
+    requirements.write_text("buildbot==4.3.0\n")
+    assert definition.image("gcc11", data, requirements=requirements).worker.buildbot_worker == "4.3.0"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.update({"gate": "vibes"}), "unknown gate 'vibes'"),
+    (lambda c: c.pop("compare"), "gate 'same-output' needs compare"),
+    (lambda c: c.update({"version": "latest"}), "not MAJOR.MINOR.PATCH"),
+    (lambda c: c.pop("config"), "missing setting 'config'"),
+    (lambda c: c.update({"min_speedup": 1.05}), "min_speedup is for gate 'bench'"),
+    (lambda c: c.update({"gate": "bench", "compare": []}), "gate 'bench' needs min_speedup"),
+])
+def test_bad_canaries_are_refused(data, change, message):
+    change(data["canaries"]["fixture"])
+    with pytest.raises(ImageError, match="canary 'fixture'") as e:
+        definition.canary("fixture", data)
+    assert message in str(e.value)
+
+
+def test_building_an_unknown_image_fails_before_anything_starts(tmp_path):
+    result = run_cli("--images", tmp_path, "build", "gcc99", check=1)
+    assert result.stderr.strip() == "vm_images: error: unknown image 'gcc99' (known: gcc11, gcc12)"
+    assert not any(tmp_path.iterdir())
+
+
+# --- the images folder, manifests and the pointer --------------------------------
+
+def fake_build(store, image, build_id, packages=None, version=None):
+    """A finished build as the builder leaves it, minus the large files nobody reads here."""
+    real = definition.image(image).as_dict()
+    if version:
+        real["compiler"]["version"] = version
+    folder = store.root / image / build_id
+    folder.mkdir(parents=True)
+    manifest = {"image": image, "build": build_id, "definition": real,
+                "packages": packages or {real["compiler"]["cc"]: next(iter(real["compiler"]["packages"].values()))},
+                "python_packages": {"buildbot-worker": "4.3.0"}, "kernel_cmdline": "root=/dev/vda"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return store.build(f"{image}/{build_id}")
+
+
+def test_partial_builds_are_invisible_and_latest_is_newest(tmp_path):
+    store = Store(tmp_path)
+    fake_build(store, "gcc11", "20250101T000000Z")
+    fake_build(store, "gcc11", "20250102T000000Z")
+    (tmp_path / "gcc11" / ".20250103T000000Z.partial").mkdir()
+    assert store.build("gcc11").build_id == "20250102T000000Z"
+    with pytest.raises(ImageError, match="no build gcc11/20250103T000000Z"):
+        store.build("gcc11/20250103T000000Z")
+    with pytest.raises(ImageError, match="no finished build of image 'gcc12'"):
+        store.build("gcc12")
+
+
+def test_diff_names_every_changed_package_and_setting(tmp_path):
+    store = Store(tmp_path)
+    a = fake_build(store, "gcc12", "20250101T000000Z", {"gcc-12": "12.2.0-14", "cmake": "3.25.1-1"}).manifest
+    b = fake_build(store, "gcc12", "20250102T000000Z", {"gcc-12": "12.2.0-14+deb12u1", "zstd": "1.5.4"}).manifest
+    b["definition"]["disk_gib"] = 80
+    lines = diff(a, b)
+    assert "~ package gcc-12 12.2.0-14 -> 12.2.0-14+deb12u1" in lines
+    assert "- package cmake 3.25.1-1 (only in gcc12/20250101T000000Z)" in lines
+    assert "+ package zstd 1.5.4 (only in gcc12/20250102T000000Z)" in lines
+    assert "~ definition disk_gib: 40 -> 80" in lines
+    assert diff(a, a) == []
+
+
+def test_diff_command_exits_one_on_differences(tmp_path):
+    store = Store(tmp_path)
+    fake_build(store, "gcc11", "20250101T000000Z")
+    fake_build(store, "gcc12", "20250101T000000Z")
+    same = run_cli("--images", tmp_path, "diff", "gcc11", "gcc11/20250101T000000Z", check=0)
+    assert "no differences" in same.stdout
+    different = run_cli("--images", tmp_path, "diff", "gcc11", "gcc12", check=1)
+    assert "~ definition compiler:" in different.stdout
+
+
+# --- the rollout -------------------------------------------------------------------
+
+class ScriptedOperations:
+    """The rollout's external steps with outcomes set by the test; records what ran."""
+
+    def __init__(self, store, fail=()):
+        self.store = store
+        self.fail = set(fail)
+        self.calls = []
+        self.built_in = {}
+
+    def outcome(self, step):
+        self.calls.append(step)
+        return Outcome(step not in self.fail, f"{step} {'failed' if step in self.fail else 'passed'}")
+
+    def build(self, image):
+        self.calls.append("build")
+        if "build" in self.fail:
+            raise ImageError("mmdebstrap failed with status 1: E: Unable to locate package gcc-12")
+        return fake_build(self.store, image.name, "20250201T000000Z")
+
+    def test(self, build):
+        return self.outcome("test")
+
+    def canary_build(self, build, canary, role, folder):
+        self.built_in[role] = build.ref
+        return self.outcome(role)
+
+    def gate(self, build, canary, folder):
+        return self.outcome("gate")
+
+
+@pytest.fixture
+def on_gcc11(tmp_path):
+    store = Store(tmp_path)
+    store.point_to(fake_build(store, "gcc11", "20250101T000000Z"), "first setup")
+    return store
+
+
+def roll(store, fail=(), **kwargs):
+    ops = ScriptedOperations(store, fail)
+    lines = []
+    promoted = Rollout(store, ops, definition.canary("fixture"), say=lines.append).run("gcc12", **kwargs)
+    record = json.loads(next(store.rollouts.glob("*/rollout.json")).read_text())
+    return promoted, ops, record, "\n".join(lines)
+
+
+def test_a_passing_rollout_promotes_and_records_every_step(on_gcc11):
+    promoted, ops, record, output = roll(on_gcc11, from_image="gcc11")
+    assert promoted
+    assert ops.calls == ["build", "test", "canary", "baseline", "gate"]
+    assert ops.built_in == {"canary": "gcc12/20250201T000000Z", "baseline": "gcc11/20250101T000000Z"}
+    current = on_gcc11.pointer()["current"]
+    assert (current["image"], current["build"]) == ("gcc12", "20250201T000000Z")
+    assert current["compiler"]["version"] == "12.2.0"
+    assert current["disk"] == "gcc12/20250201T000000Z/disk.qcow2"
+    assert [s["step"] for s in record["steps"]] == ["build", "test", "canary", "baseline", "gate", "promote"]
+    assert all(s["result"] == "passed" for s in record["steps"])
+    assert record["decision"] == "promoted"
+    assert record["steps"][-1]["details"]["profiles_not_reusable"] == "11.3.0"
+    assert "profiles archived with GCC 11.3.0 are not reusable with GCC 12.2.0" in output
+    assert "== step 5 of 6: gate" in output
+
+
+@pytest.mark.parametrize("failing, ran", [
+    ("build", ["build"]),
+    ("test", ["build", "test"]),
+    ("canary", ["build", "test", "canary"]),
+    ("baseline", ["build", "test", "canary", "baseline"]),
+    ("gate", ["build", "test", "canary", "baseline", "gate"]),
+])
+def test_a_failing_step_stops_the_rollout_and_keeps_the_current_image(on_gcc11, failing, ran):
+    before = on_gcc11.pointer()
+    promoted, ops, record, output = roll(on_gcc11, fail=[failing])
+    assert not promoted
+    assert ops.calls == ran
+    assert on_gcc11.pointer() == before
+    assert record["decision"] == "stopped"
+    assert record["steps"][-1]["step"] == failing and record["steps"][-1]["result"] == "failed"
+    assert record["reason"].startswith(f"step {failing} failed:")
+    assert "the current image is unchanged" in output
+
+
+def test_a_build_failure_is_recorded_with_its_message(on_gcc11):
+    _, _, record, _ = roll(on_gcc11, fail=["build"])
+    assert "Unable to locate package gcc-12" in record["steps"][0]["summary"]
+
+
+def test_rollout_refuses_a_wrong_starting_point(tmp_path, on_gcc11):
+    with pytest.raises(ImageError, match="the current image is gcc11/20250101T000000Z, not gcc10"):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary("fixture")).run("gcc12", "gcc10")
+    with pytest.raises(ImageError, match="gcc11/20250101T000000Z is already the current image"):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary("fixture")).run(
+            "gcc11", reuse_build="20250101T000000Z")
+    with pytest.raises(ImageError, match="no finished build of image .gcc12."):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary("fixture")).run(
+            "gcc12", reuse_build="20990101T000000Z")
+    empty = Store(tmp_path / "empty")
+    with pytest.raises(ImageError, match="no image is current.*vm_images promote"):
+        Rollout(empty, ScriptedOperations(empty), definition.canary("fixture")).run("gcc12")
+    assert not on_gcc11.rollouts.exists()
+
+
+def test_a_rebuild_of_the_current_image_is_rolled_out_like_any_other(tmp_path):
+    store = Store(tmp_path)
+    store.point_to(fake_build(store, "gcc12", "20250101T000000Z"), "first setup")
+    promoted, ops, _, _ = roll(store)
+    assert ops.built_in == {"canary": "gcc12/20250201T000000Z", "baseline": "gcc12/20250101T000000Z"}
+    assert promoted and store.pointer()["current"]["build"] == "20250201T000000Z"
+
+
+def test_rollout_can_take_a_finished_build_instead_of_building(on_gcc11):
+    fake_build(on_gcc11, "gcc12", "20250105T000000Z")
+    promoted, ops, _, _ = roll(on_gcc11, reuse_build="20250105T000000Z")
+    assert promoted and ops.calls == ["test", "canary", "baseline", "gate"]
+    assert on_gcc11.pointer()["current"]["build"] == "20250105T000000Z"
+
+
+def test_rollback_restores_the_previous_image_and_deletes_nothing(on_gcc11):
+    roll(on_gcc11)
+    files_before = sorted(p for p in on_gcc11.root.rglob("*") if p.name != "current.json")
+    entry = rollback(on_gcc11, "canary looked fine, production did not", say=lambda line: None)
+    assert (entry["image"], entry["build"]) == ("gcc11", "20250101T000000Z")
+    pointer = on_gcc11.pointer()
+    assert [(h["image"], h["reason"]) for h in pointer["history"]] == [
+        ("gcc11", "first setup"), ("gcc12", pointer["history"][1]["reason"])]
+    assert pointer["current"]["reason"].startswith("rollback from gcc12/20250201T000000Z")
+    assert sorted(p for p in on_gcc11.root.rglob("*") if p.name != "current.json") == files_before
+
+
+def test_promote_status_and_rollback_commands(tmp_path):
+    store = Store(tmp_path)
+    fake_build(store, "gcc11", "20250101T000000Z")
+    fake_build(store, "gcc12", "20250101T000000Z")
+    nothing = run_cli("--images", tmp_path, "rollback", check=1)
+    assert "no image is current" in nothing.stderr
+    run_cli("--images", tmp_path, "promote", "gcc11", check=0)
+    alone = run_cli("--images", tmp_path, "rollback", check=1)
+    assert "the only image ever current" in alone.stderr
+    run_cli("--images", tmp_path, "promote", "gcc12", "--reason", "by hand", check=0)
+    run_cli("--images", tmp_path, "rollback", check=0)
+    status = run_cli("--images", tmp_path, "status", check=0).stdout
+    assert status.startswith("current: gcc11/20250101T000000Z (gcc-11 11.3.0)")
+    assert "before: gcc12/20250101T000000Z (gcc-12 12.2.0)" in status
+    pointer = json.loads((tmp_path / "current.json").read_text())
+    assert pointer["current"]["kernel_cmdline"] == "root=/dev/vda"
+
+
+# --- a real image (minutes, root, network) ------------------------------------------
+
+@pytest.mark.skipif(not REAL, reason="building a real image takes minutes: set VM_IMAGES_REAL=1")
+def test_a_real_image_builds_and_passes_its_test_inside(tmp_path):
+    run_cli("--images", tmp_path, "build", "gcc12", check=0)
+    tested = run_cli("--images", tmp_path, "test", "gcc12", check=0)
+    assert "PASS compiler version: gcc-12 12.2.0, g++-12 12.2.0" in tested.stdout
+    assert "PASS fixture PGO pipeline" in tested.stdout
+    manifest = Store(tmp_path).build("gcc12").manifest
+    assert manifest["packages"]["gcc-12"] == "12.2.0-14+deb12u1"
+    assert manifest["artifacts"]["disk.qcow2"]["virtual_bytes"] == 40 << 30

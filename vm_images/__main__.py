@@ -1,0 +1,5 @@
+import sys
+
+from vm_images.cli import main
+
+sys.exit(main())

@@ -1,0 +1,54 @@
+"""Boot a build's disk the way a libvirt domain does (direct kernel boot, virtio disk and NIC)
+and wait for its login prompt on the serial console.
+
+The VM writes to a throwaway copy-on-write child of disk.qcow2, as a latent worker's
+hd_image does, so booting never changes the image. QEMU emulates the CPU (TCG) instead of
+using KVM: slower (under a minute to the prompt) but the same on every machine, including
+nested ones whose /dev/kvm cannot run an ordinary guest kernel.
+"""
+
+import shutil
+import subprocess
+import time
+
+from vm_images import ImageError
+
+QEMU = "qemu-system-x86_64"
+BOOT_TIMEOUT = 300
+LOGIN_PROMPT = "pgo-worker login:"
+
+
+def emulator_missing():
+    """Why no VM can be booted here, or None."""
+    if shutil.which(QEMU) is None:
+        return f"no {QEMU} (apt-get install qemu-system-x86)"
+    return None
+
+
+def boot(build, scratch, timeout=BOOT_TIMEOUT):
+    """(reached the login prompt, console transcript); the VM is stopped either way."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    child = scratch / "hd.qcow2"
+    console = scratch / "console.log"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+                    str(build.path / "disk.qcow2"), str(child)], check=True)
+    vm = subprocess.Popen([QEMU, "-accel", "tcg", "-m", "1024", "-smp", "1", "-display", "none", "-no-reboot",
+                           "-kernel", str(build.path / "vmlinuz"), "-initrd", str(build.path / "initrd.img"),
+                           "-append", build.manifest["kernel_cmdline"],
+                           "-drive", f"file={child},if=virtio,format=qcow2",
+                           "-nic", "user,model=virtio-net-pci", "-serial", f"file:{console}"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and vm.poll() is None:
+            if console.is_file() and LOGIN_PROMPT in console.read_text(errors="replace"):
+                return True, console.read_text(errors="replace")
+            time.sleep(1)
+        if vm.poll() is not None:
+            raise ImageError(f"{QEMU} exited with status {vm.returncode}: {vm.stderr.read().strip()[-300:]}")
+        return False, console.read_text(errors="replace") if console.is_file() else ""
+    finally:
+        if vm.poll() is None:
+            vm.kill()
+            vm.wait()

@@ -1,0 +1,280 @@
+"""Build an image from its definition: root filesystem, tarball, bootable disk, manifest.
+
+    mmdebstrap            the root filesystem from the distribution's archive, compiler pinned
+    provision             worker user, Buildbot worker venv, boot and network settings
+    kernel                vmlinuz and initrd.img copied out, for libvirt's direct kernel boot
+    tarball               rootfs.tar.zst (containers, chroots, a VM's first-boot unpack)
+    disk                  disk.qcow2: one ext4 filesystem made from the tree by mke2fs -d,
+                          so no loop device or mount is needed
+    manifest              manifest.json: every installed package and version, the sizes
+
+Everything is written into a hidden .partial folder and renamed into place when complete.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vm_images import ImageError, chroot
+from vm_images.definition import MASTER_REQUIREMENTS
+from vm_images.store import now, write_json
+
+TOOLS = {"mmdebstrap": "mmdebstrap", "mke2fs": "e2fsprogs", "qemu-img": "qemu-utils",
+         "zstd": "zstd", "unshare": "util-linux", "dpkg-query": "dpkg"}
+WORKER_VENV = "/opt/buildbot-worker"
+WORKER_DIR = "worker"         # in the worker user's home; holds buildbot.tac once deployed
+# virtio disk = /dev/vda; net.ifnames=0 names the NIC eth0, which /etc/network/interfaces configures
+KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"
+
+
+def check_tools():
+    chroot.require_root()
+    missing = [f"{tool} (apt-get install {package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
+    if missing:
+        raise ImageError(f"building an image needs {', '.join(missing)}")
+
+
+def build(image, store, say=print):
+    """Build image into the store; return the finished build's folder."""
+    check_tools()
+    build_id, partial, final = store.new_build_dir(image.name)
+    log = partial / "build.log"
+    say(f"building image {image.name} as {image.name}/{build_id} (log: {log})")
+    steps = {}
+    started = time.monotonic()
+
+    def step(name, function):
+        say(f"== {name}")
+        t0 = time.monotonic()
+        function()
+        steps[name] = round(time.monotonic() - t0, 1)
+        say(f"== {name} done in {steps[name]:.0f} s")
+
+    rootfs = partial / "rootfs"
+    step("mmdebstrap", lambda: bootstrap(image, rootfs, log))
+    step("provision", lambda: provision(image, build_id, rootfs, log))
+    step("kernel", lambda: copy_kernel(rootfs, partial))
+    step("tarball", lambda: pack_tarball(rootfs, partial / "rootfs.tar.zst", log))
+    step("disk", lambda: make_disk(rootfs, partial, image.disk_gib, log))
+    manifest = {
+        "image": image.name,
+        "build": build_id,
+        "built_at": now(),
+        "build_seconds": round(time.monotonic() - started, 1),
+        "step_seconds": steps,
+        "definition": image.as_dict(),
+        "packages": installed_packages(rootfs),
+        "python_packages": python_packages(rootfs),
+        "kernel_cmdline": KERNEL_CMDLINE,
+        "rootfs_bytes": tree_bytes(rootfs),
+        "artifacts": artifacts(partial),
+    }
+    check_pins(image, manifest["packages"])
+    write_json(partial / "manifest.json", manifest)
+    partial.rename(final)
+    say(f"built {image.name}/{build_id} in {manifest['build_seconds']:.0f} s: "
+        + ", ".join(f"{name} {human(a['bytes'])}" for name, a in manifest["artifacts"].items()))
+    return final
+
+
+def bootstrap(image, rootfs, log):
+    suite = image.release
+    entries = [f"{kind} {image.mirror} {dist} main" for dist in (suite, f"{suite}-updates")
+               for kind in ("deb", "deb-src")]
+    entries += [f"{kind} {image.security_mirror} {suite}-security main" for kind in ("deb", "deb-src")]
+    run_logged(["mmdebstrap", "--variant=apt", "--mode=root",
+                f"--include={','.join([*image.packages, *image.compiler.pins()])}",
+                # the package lists stay, so the worker can `apt-get source` without root
+                "--skip=cleanup/apt/lists",
+                suite, rootfs, *entries], log)
+
+
+def provision(image, build_id, rootfs, log):
+    user = image.worker.user
+    in_image(rootfs, ["useradd", "--create-home", "--shell", "/bin/bash", user], log)
+    in_image(rootfs, ["python3", "-m", "venv", WORKER_VENV], log)
+    wheels = rootfs / "tmp" / "worker-wheels"
+    try:
+        download_worker_wheels(image, installed_packages(rootfs), wheels, log)
+        in_image(rootfs, [f"{WORKER_VENV}/bin/pip", "install", "--no-index", "--disable-pip-version-check",
+                          "--find-links", f"/{wheels.relative_to(rootfs)}",
+                          f"buildbot-worker=={image.worker.buildbot_worker}"], log)
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
+    files = {
+        "etc/hostname": "pgo-worker\n",
+        "etc/hosts": "127.0.0.1 localhost\n127.0.1.1 pgo-worker\n::1 localhost ip6-localhost ip6-loopback\n",
+        "etc/fstab": "/dev/vda / ext4 errors=remount-ro 0 1\n",
+        "etc/network/interfaces.d/eth0": "auto eth0\niface eth0 inet dhcp\n",
+        # dhclient writes it at boot; the builder's own must not leak into the image
+        "etc/resolv.conf": "",
+        # pgo's --cc/--cxx default to $CC/$CXX: the pinned compiler, not whatever `gcc` is
+        "etc/environment": f"CC={image.compiler.cc}\nCXX={image.compiler.cxx}\n",
+        "etc/pgo-image.json": json.dumps({"image": image.name, "build": build_id,
+                                          "compiler": image.as_dict()["compiler"]}, indent=2) + "\n",
+        "etc/systemd/system/buildbot-worker.service": worker_unit(image),
+    }
+    for path, content in files.items():
+        target = rootfs / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        target.write_text(content)
+    wants = rootfs / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / "buildbot-worker.service").unlink(missing_ok=True)
+    (wants / "buildbot-worker.service").symlink_to("/etc/systemd/system/buildbot-worker.service")
+
+
+def download_worker_wheels(image, packages, wheels, log):
+    """The Buildbot worker and its dependencies as wheels for the image's Python and C library.
+
+    Downloaded by this machine's pip, with its index and certificate settings, so the image
+    needs neither; requirements/master.txt constrains them, so Twisted & co. match the master.
+    """
+    python = ".".join(packages["python3"].split(".")[:2])
+    glibc_minor = int(packages["libc6"].split("-")[0].split(".")[1])
+    platforms = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64",
+                 *(f"manylinux_2_{minor}_x86_64" for minor in range(5, glibc_minor + 1))]
+    constraints = ["--constraint", MASTER_REQUIREMENTS] if MASTER_REQUIREMENTS.is_file() else []
+    run_logged([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--dest", wheels,
+                "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
+                *(arg for platform in platforms for arg in ("--platform", platform)),
+                f"buildbot-worker=={image.worker.buildbot_worker}", *constraints], log)
+
+
+def worker_unit(image):
+    user, cc, cxx = image.worker.user, image.compiler.cc, image.compiler.cxx
+    return f"""[Unit]
+Description=Buildbot worker of the PGO pipeline
+After=network-online.target
+Wants=network-online.target
+# The deployment writes buildbot.tac (master address, worker name, password) into
+# each VM's own disk; the image carries no credentials.
+ConditionPathExists=/home/{user}/{WORKER_DIR}/buildbot.tac
+
+[Service]
+User={user}
+Environment=CC={cc} CXX={cxx}
+WorkingDirectory=/home/{user}/{WORKER_DIR}
+ExecStart={WORKER_VENV}/bin/buildbot-worker start --nodaemon /home/{user}/{WORKER_DIR}
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def in_image(rootfs, argv, log):
+    result = chroot.run(rootfs, argv, log)
+    if not result.ok:
+        raise ImageError(f"'{' '.join(argv)}' failed in the image with status {result.returncode}: "
+                         f"{last_line(result.tail)} (log: {log})")
+
+
+def copy_kernel(rootfs, folder):
+    for pattern, name in (("vmlinuz-*", "vmlinuz"), ("initrd.img-*", "initrd.img")):
+        found = sorted((rootfs / "boot").glob(pattern))
+        if len(found) != 1:
+            raise ImageError(f"expected one {pattern} in the image's /boot, found {len(found)}: "
+                             "the vm-boot package set needs linux-image-amd64")
+        shutil.copy2(found[0], folder / name)
+
+
+def pack_tarball(rootfs, tarball, log):
+    run_logged(["tar", "--create", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--sort=name",
+                "--use-compress-program=zstd -T1 -3", "--file", tarball, "-C", rootfs, "."], log)
+
+
+def make_disk(rootfs, folder, disk_gib, log):
+    raw = folder / "disk.raw"
+    with open(raw, "wb") as f:
+        f.truncate(disk_gib << 30)
+    try:
+        # lazy init: the kernel zeroes inode tables on first mount, the file stays sparse
+        run_logged(["mke2fs", "-q", "-F", "-t", "ext4", "-L", "pgo-root", "-d", rootfs,
+                    "-E", "lazy_itable_init=1,lazy_journal_init=1", raw], log)
+        run_logged(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, folder / "disk.qcow2"], log)
+    finally:
+        raw.unlink(missing_ok=True)
+
+
+def run_logged(argv, log):
+    argv = [str(a) for a in argv]
+    with open(log, "a", encoding="utf-8", errors="replace") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        lines = Path(log).read_text(errors="replace").splitlines()
+        raise ImageError(f"{Path(argv[0]).name} failed with status {result.returncode}: "
+                         f"{last_line(chr(10).join(lines[-20:]))} (log: {log})")
+
+
+def last_line(text):
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def installed_packages(rootfs):
+    output = subprocess.run(["dpkg-query", f"--admindir={rootfs}/var/lib/dpkg", "-W",
+                             "-f=${db:Status-Abbrev}\t${Package}\t${Version}\n"],
+                            capture_output=True, text=True, check=True).stdout
+    return {name: version for status, name, version in (line.split("\t") for line in output.splitlines())
+            if status.strip() == "ii"}
+
+
+def python_packages(rootfs):
+    """The worker venv's distributions, from their METADATA (no need to run the venv's pip)."""
+    packages = {}
+    for metadata in sorted(rootfs.glob(WORKER_VENV.lstrip("/") + "/lib/python3*/site-packages/*.dist-info/METADATA")):
+        fields = dict(line.split(": ", 1) for line in metadata.read_text(errors="replace").splitlines()
+                      if line.startswith(("Name: ", "Version: ")))
+        packages[fields["Name"].lower()] = fields["Version"]
+    return packages
+
+
+def check_pins(image, packages):
+    for package, pin in image.compiler.packages:
+        if packages.get(package) != pin:
+            raise ImageError(f"{package} is {packages.get(package, 'not installed')} in the image, "
+                             f"not the pinned {pin}")
+
+
+def tree_bytes(root):
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                total += os.lstat(path).st_size
+    return total
+
+
+def artifacts(folder):
+    result = {}
+    for name in ("rootfs.tar.zst", "disk.qcow2", "vmlinuz", "initrd.img"):
+        path = folder / name
+        entry = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+        if name == "disk.qcow2":
+            info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", path],
+                                             capture_output=True, text=True, check=True).stdout)
+            entry["virtual_bytes"] = info["virtual-size"]
+        result[name] = entry
+    return result
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def human(size):
+    return f"{size / 2**20:.0f} MiB"

@@ -1,0 +1,180 @@
+"""Test an image from inside: its pinned compiler, its Buildbot worker, the fixture's PGO pipeline;
+and that its disk boots as a VM, where this machine has QEMU.
+
+Every check runs in the image's root filesystem under an overlay, as the worker user,
+with the repository mounted read-only: the same way a build VM runs the pipeline.
+The results go to <build>/tests/<time>.json.
+"""
+
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from vm_images import REPO, ImageError, boot, chroot
+from vm_images.build import WORKER_VENV
+from vm_images.store import now, read_json, write_json
+
+REPO_IN_IMAGE = "/srv/pgo"
+OUT_IN_IMAGE = "/srv/out"
+COMPILER_PACKAGE_RE = re.compile(r"^(gcc|g\+\+)-\d+$")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class SkipCheck(Exception):
+    pass
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str
+    seconds: float = 0.0
+    skipped: bool = False        # could not run here (no hypervisor); does not fail the test
+
+
+@dataclass
+class Report:
+    build: str
+    checks: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def summary(self):
+        failed = [c for c in self.checks if not c.passed]
+        skipped = [c.name for c in self.checks if c.skipped]
+        if not failed:
+            return (f"{len(self.checks) - len(skipped)} checks passed"
+                    + (f", skipped: {', '.join(skipped)}" if skipped else ""))
+        return f"{len(failed)} of {len(self.checks)} checks failed: " + "; ".join(
+            f"{c.name}: {c.detail}" for c in failed)
+
+
+def worker_uid(rootfs, user):
+    for line in (Path(rootfs) / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user:
+            return int(fields[2]), int(fields[3])
+    raise ImageError(f"the image has no user '{user}'")
+
+
+def run_pgo(build, pgo_args, out, log, scratch, echo=None):
+    """`python3 -m pgo ...` inside the image as its worker user; out is /srv/out there."""
+    manifest = build.manifest
+    user = manifest["definition"]["worker"]["user"]
+    uid, gid = worker_uid(build.rootfs, user)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.chown(out, uid, gid)
+    return chroot.run(build.rootfs, ["python3", "-m", "pgo", *pgo_args], log, user=user,
+                      binds=[chroot.Bind(REPO, REPO_IN_IMAGE), chroot.Bind(out, OUT_IN_IMAGE, writable=True)],
+                      cwd=REPO_IN_IMAGE, scratch=scratch, echo=echo)
+
+
+def test_image(build, store, say=print):
+    manifest = build.manifest
+    compiler = manifest["definition"]["compiler"]
+    user = manifest["definition"]["worker"]["user"]
+    folder = build.path / "tests"
+    folder.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log = folder / f"{stamp}.log"
+    scratch = store.scratch(f"test-{build.image}-{build.build_id}")
+    report = Report(build.ref)
+    say(f"testing {build.ref} inside its root filesystem (log: {log})")
+
+    def check(name, function):
+        started = time.monotonic()
+        skipped = False
+        try:
+            passed, detail = function()
+        except ImageError as e:
+            passed, detail = False, str(e)
+        except SkipCheck as e:
+            passed, detail, skipped = True, str(e), True
+        report.checks.append(Check(name, passed, detail, round(time.monotonic() - started, 1), skipped))
+        say(f"  {'SKIP' if skipped else 'PASS' if passed else 'FAIL'} {name}: {detail}")
+
+    def in_image(argv):
+        return chroot.run(build.rootfs, argv, log, user=user, scratch=scratch)
+
+    def pins():
+        wrong = [f"{p} is {manifest['packages'].get(p, 'missing')}, pinned {v}"
+                 for p, v in compiler["packages"].items() if manifest["packages"].get(p) != v]
+        return not wrong, "; ".join(wrong) or ", ".join(f"{p}={v}" for p, v in compiler["packages"].items())
+
+    def only_compiler():
+        others = sorted(p for p in manifest["packages"]
+                        if COMPILER_PACKAGE_RE.match(p) and p not in compiler["packages"])
+        return not others, (f"other compilers installed: {', '.join(others)}" if others
+                            else f"no GCC besides {compiler['cc']}")
+
+    def version():
+        result = in_image(["sh", "-c", f"{compiler['cc']} -dumpfullversion; {compiler['cxx']} -dumpfullversion; "
+                                       f"{compiler['cc']} --version | head -n 1"])
+        lines = result.tail.splitlines()[-3:]
+        if not result.ok or len(lines) != 3:
+            return False, f"could not run {compiler['cc']}: {result.tail[-200:]}"
+        cc_version, cxx_version, banner = lines
+        ok = cc_version == cxx_version == compiler["version"]
+        return ok, (f"{compiler['cc']} {cc_version}, {compiler['cxx']} {cxx_version} "
+                    f"(pinned {compiler['version']}): {banner}")
+
+    def worker():
+        expected = manifest["definition"]["worker"]["buildbot_worker"]
+        result = in_image([f"{WORKER_VENV}/bin/buildbot-worker", "--version"])
+        found = re.search(r"worker version: (\S+)", result.tail)
+        ok = result.ok and found is not None and found.group(1) == expected
+        return ok, f"buildbot-worker {found.group(1) if found else 'not runnable'} (pinned {expected}) as {user}"
+
+    def fixture_pipeline():
+        out = scratch.with_name(scratch.name + "-out")
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            result = run_pgo(build, ["build", "--version", "1.0.0", "--config", "fixture",
+                                     "--source", "tests/fixture", "--workdir", f"{OUT_IN_IMAGE}/w",
+                                     "--cc", compiler["cc"], "--cxx", compiler["cxx"]], out, log, scratch)
+            if not result.ok:
+                return False, f"pgo build failed with status {result.returncode}: {result.tail.splitlines()[-1:]}"
+            info = read_json(out / "w" / "build-info.json", "build info")
+            use = read_json(out / "w" / "profile-use.json", "profile use")
+            ok = info["compiler"]["version"] == compiler["version"] and info["pgo"] == "on" and use["hot_coverage"] > 0
+            return ok, (f"PGO build with {info['compiler']['cc']} {info['compiler']['version']}, profile "
+                        f"{use['profile_id']} used on {use['hot_coverage']:.0%} of hot objects")
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def boots():
+        missing = boot.emulator_missing()
+        if missing:
+            raise SkipCheck(f"not booted here: {missing}")
+        scratch_vm = scratch.with_name(scratch.name + "-vm")
+        try:
+            reached, console = boot.boot(build, scratch_vm)
+        finally:
+            shutil.rmtree(scratch_vm, ignore_errors=True)
+        (folder / f"{stamp}-console.log").write_text(console)
+        console = ANSI_ESCAPE.sub("", console)
+        failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)
+        if not reached:
+            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {folder / f'{stamp}-console.log'})"
+        if failed_units:
+            return False, f"booted, but units failed: {', '.join(failed_units)}"
+        kernel = re.search(r"Linux version (\S+)", console)
+        return True, (f"kernel {kernel.group(1) if kernel else '?'} booted from disk.qcow2 "
+                      f"to '{boot.LOGIN_PROMPT}' with no failed units")
+
+    check("compiler pins", pins)
+    check("one compiler", only_compiler)
+    check("compiler version", version)
+    check("buildbot worker", worker)
+    check("fixture PGO pipeline", fixture_pipeline)
+    check("boots as a VM", boots)
+    write_json(folder / f"{stamp}.json", {"build": build.ref, "tested_at": now(), "passed": report.passed,
+                                          "checks": [asdict(c) for c in report.checks]})
+    say(f"{build.ref}: {'PASSED' if report.passed else 'FAILED'}: {report.summary}")
+    return report

@@ -1,0 +1,211 @@
+"""The compiler upgrade rollout: a new image reaches the build VMs only after it proved itself.
+
+    1 build     build the new image (or take a finished build of it)
+    2 test      its pinned compiler and the fixture's PGO pipeline, inside it
+    3 canary    a PGO build of the canary configuration inside the new image
+    4 baseline  the same build inside the current image
+    5 gate      the canary's gate compares the two (pgo bench, or identical output)
+    6 promote   the pointer moves to the new image; the old one stays for a rollback
+
+Each step stops the rollout when it fails; the canary runs before the baseline so a
+broken image costs one build, not two. Everything printed is also recorded in
+<images>/rollouts/<id>/rollout.json, so a release engineer sees why a rollout stopped.
+
+Profiles: `.gcda` files are only valid for the exact compiler that wrote them, and the
+profile archive records that version in every manifest. The pointer names the current
+image's exact compiler, so "profiles of the old compiler are not reusable" is the rule
+`reusable = archived compiler version == current.json's current.compiler.version`,
+with no second record that could disagree with the pointer, and a rollback makes the old
+profiles reusable again by the same rule.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from vm_images import ImageError, definition
+from vm_images.store import now, read_json, write_json
+
+
+@dataclass
+class Outcome:
+    passed: bool
+    summary: str
+    details: dict = field(default_factory=dict)
+
+
+class ImageOperations:
+    """The slow, external part of a rollout: building, testing and running builds in images."""
+
+    def __init__(self, store, say=print):
+        self.store = store
+        self.say = say
+
+    def build(self, image):
+        from vm_images.build import build
+        build(image, self.store, say=self.say)
+        return self.store.build(image.name)
+
+    def test(self, build):
+        from vm_images.checks import test_image
+        report = test_image(build, self.store, say=self.say)
+        return Outcome(report.passed, report.summary, {"checks": [c.__dict__ for c in report.checks]})
+
+    def canary_build(self, build, canary, role, folder):
+        """The canary's PGO build inside build's image, into folder/work/<role>."""
+        from vm_images.checks import OUT_IN_IMAGE, run_pgo
+        compiler = build.manifest["definition"]["compiler"]
+        started = time.monotonic()
+        result = run_pgo(build, ["build", "--version", canary.version, "--config", canary.config,
+                                 "--source", canary.source, "--workdir", f"{OUT_IN_IMAGE}/{role}",
+                                 "--cache", f"{OUT_IN_IMAGE}/cache",
+                                 "--cc", compiler["cc"], "--cxx", compiler["cxx"]],
+                         folder / "work", folder / f"{role}.log", self.store.scratch(f"{role}-{folder.name}"),
+                         echo=role)
+        seconds = round(time.monotonic() - started, 1)
+        if not result.ok:
+            return Outcome(False, f"pgo build failed in {build.ref} with status {result.returncode} "
+                           f"(log: {folder / f'{role}.log'})", {"seconds": seconds, "tail": result.tail})
+        workdir = folder / "work" / role
+        use = read_json(workdir / "profile-use.json", "canary profile use")
+        return Outcome(True, f"PGO build of {canary.config} {canary.version} with {compiler['cc']} "
+                       f"{compiler['version']} passed in {seconds:.0f} s; profile {use['profile_id']} used on "
+                       f"{use['hot_coverage']:.0%} of hot objects",
+                       {"seconds": seconds, "build_info": read_json(workdir / "build-info.json", "canary build info"),
+                        "profile_use": use, "phases": read_json(workdir / "state.json", "canary state")["done"]})
+
+    def gate(self, build, canary, folder):
+        """Compare baseline and canary inside the new image."""
+        from vm_images import chroot
+        from vm_images.checks import OUT_IN_IMAGE, run_pgo
+        log = folder / "gate.log"
+        if canary.gate == "bench":
+            result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
+                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/bench",
+                                     "--min-speedup", str(canary.min_speedup)],
+                             folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
+            if result.returncode not in (0, 1):
+                raise ImageError(f"pgo bench could not run (status {result.returncode}; log: {log})")
+            verdict = "passed" if result.ok else "failed: the canary is slower than the current image's build"
+            return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / 'bench'})",
+                           {"tail": result.tail})
+        outputs = {}
+        user = build.manifest["definition"]["worker"]["user"]
+        for role in ("baseline", "canary"):
+            command = [f"{OUT_IN_IMAGE}/{role}/stage/{canary.compare[0]}", *canary.compare[1:]]
+            result = chroot.run(build.rootfs, command, log, user=user, cwd=OUT_IN_IMAGE,
+                                binds=[chroot.Bind(folder / "work", OUT_IN_IMAGE)],
+                                scratch=self.store.scratch(f"gate-{folder.name}"))
+            if not result.ok:
+                return Outcome(False, f"{' '.join(canary.compare)} of the {role} failed with status "
+                               f"{result.returncode} (log: {log})")
+            outputs[role] = result.tail
+        same = outputs["baseline"] == outputs["canary"]
+        return Outcome(same, f"{' '.join(canary.compare)}: " + (
+            f"same output from both builds ({outputs['canary'].splitlines()[-1]})" if same else
+            f"outputs differ: baseline {outputs['baseline']!r}, canary {outputs['canary']!r}"), outputs)
+
+
+class Rollout:
+    def __init__(self, store, operations, canary, say=print):
+        self.store = store
+        self.ops = operations
+        self.canary = canary
+        self.say = say
+
+    def run(self, to_image, from_image=None, reuse_build=None):
+        """True when the new image was promoted; False when a step stopped the rollout."""
+        current = self.store.current()
+        if from_image and current.image != from_image:
+            raise ImageError(f"the current image is {current.ref}, not {from_image}: nothing to roll out from")
+        image = definition.image(to_image)
+        if reuse_build:
+            self.store.build(f"{to_image}/{reuse_build}")      # fails now, not after an hour
+            if f"{to_image}/{reuse_build}" == current.ref:
+                raise ImageError(f"{current.ref} is already the current image")
+        rollout_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{current.image}-to-{to_image}"
+        folder = self.store.rollouts / rollout_id
+        folder.mkdir(parents=True)
+        self.record_file = folder / "rollout.json"
+        self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,
+                       "started": now(), "steps": [], "decision": "running"}
+        self.save()
+        self.say(f"rollout {current.ref} ({current.manifest['definition']['compiler']['cc']}) -> {to_image} "
+                 f"({image.compiler.cc} {image.compiler.version}), canary '{self.canary.name}'; "
+                 f"record: {self.record_file}")
+        new = None
+
+        def build():
+            nonlocal new
+            if reuse_build:
+                new = self.store.build(f"{to_image}/{reuse_build}")
+                return Outcome(True, f"using the finished build {new.ref}")
+            new = self.ops.build(image)
+            return Outcome(True, f"built {new.ref}")
+
+        steps = [
+            ("build", f"build image {to_image}", build),
+            ("test", f"test {to_image} inside it", lambda: self.ops.test(new)),
+            ("canary", f"canary: PGO build of '{self.canary.config}' {self.canary.version} in {to_image}",
+             lambda: self.ops.canary_build(new, self.canary, "canary", folder)),
+            ("baseline", f"the same build in the current image {current.ref}",
+             lambda: self.ops.canary_build(current, self.canary, "baseline", folder)),
+            ("gate", f"gate '{self.canary.gate}': canary against baseline",
+             lambda: self.ops.gate(new, self.canary, folder)),
+            ("promote", f"point the build VMs at {to_image}", lambda: self.promote(current, new, rollout_id)),
+        ]
+        for number, (name, title, function) in enumerate(steps, 1):
+            if not self.step(number, len(steps), name, title, function):
+                return False
+        self.finish("promoted", f"{new.ref} is the current image; rollback: python3 -m vm_images rollback")
+        return True
+
+    def step(self, number, total, name, title, function):
+        self.say(f"== step {number} of {total}: {name}: {title}")
+        started = time.monotonic()
+        entry = {"step": name, "title": title, "started": now()}
+        try:
+            outcome = function()
+        except ImageError as e:
+            outcome = Outcome(False, str(e))
+        except BaseException as e:
+            entry.update(result="error", summary=f"{type(e).__name__}: {e}")
+            self.record["steps"].append(entry)
+            self.finish("stopped", f"step {name} broke off: {type(e).__name__}: {e}")
+            raise
+        entry.update(result="passed" if outcome.passed else "failed", summary=outcome.summary,
+                     seconds=round(time.monotonic() - started, 1), details=outcome.details)
+        self.record["steps"].append(entry)
+        self.save()
+        self.say(f"== {name}: {entry['result'].upper()}: {outcome.summary}")
+        if not outcome.passed:
+            self.finish("stopped", f"step {name} failed: {outcome.summary}; the current image is unchanged")
+        return outcome.passed
+
+    def promote(self, current, new, rollout_id):
+        entry = self.store.point_to(new, f"rollout {rollout_id}")
+        old_version = current.manifest["definition"]["compiler"]["version"]
+        new_version = entry["compiler"]["version"]
+        profiles = ("profiles stay reusable (same compiler)" if old_version == new_version else
+                    f"profiles archived with GCC {old_version} are not reusable with GCC {new_version} "
+                    "(reuse needs the exact compiler of current.json)")
+        return Outcome(True, f"{self.store.pointer_file.name} now names {new.ref}; {current.ref} kept for "
+                       f"a rollback; {profiles}", {"pointer": entry, "profiles_not_reusable": old_version
+                                                   if old_version != new_version else None})
+
+    def finish(self, decision, reason):
+        self.record.update(decision=decision, reason=reason, finished=now())
+        self.save()
+        self.say(f"rollout {decision}: {reason} (record: {self.record_file})")
+
+    def save(self):
+        write_json(self.record_file, self.record)
+
+
+def rollback(store, reason, say=print):
+    """Point back at the image current before this one; every build and record stays."""
+    current = store.current()
+    previous = store.previous()
+    entry = store.point_to(previous, f"rollback from {current.ref}: {reason}")
+    say(f"current image: {entry['image']}/{entry['build']} ({entry['compiler']['cc']} "
+        f"{entry['compiler']['version']}), was {current.ref}; both builds kept; pointer {store.pointer_file}")
+    return entry
