@@ -12,9 +12,9 @@ import sys
 import tempfile
 import time
 
-from pgo import PipelineError, source
+from pgo import PipelineError, archive, bench, package, source
 from pgo.config import config_names
-from pgo.phases import PHASES, PIPELINES, Context
+from pgo.phases import PHASES, PIPELINES, Context, pipeline_name
 from pgo.runner import PhaseLog, say
 from pgo.workdir import Settings, Workdir
 
@@ -61,10 +61,21 @@ def make_parser():
     build.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
     build.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
     build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
-    build.add_argument("--max-mismatch", type=int, default=0,
-                       help="coverage-mismatch warnings tolerated in the optimised build (default 0)")
-    build.add_argument("--min-hot-coverage", type=float, default=0.3,
-                       help="share of hot objects that must get a profile (default 0.3)")
+    build.add_argument("--max-mismatch", type=int,
+                       help="functions whose profile the optimising compiler may discard (coverage-mismatch); "
+                       "default 0, or 1%% of the profile's functions with --profile-from")
+    build.add_argument("--min-hot-coverage", type=float,
+                       help="share of hot objects that must get a profile; default 0.3, or 90%% of the "
+                       "training build's share with --profile-from")
+    build.add_argument("--archive", help="profile archive the build stores into and reuses from "
+                       "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
+    build.add_argument("--archive-kind", choices=archive.KINDS, default="release",
+                       help="how the profile is archived: release (kept) or nightly (pruned)")
+    build.add_argument("--profile-from", metavar="NAME|latest",
+                       help="take the profile from the archive instead of training: an entry name or "
+                       "profile id, or 'latest' for this product line, compiler and flags")
+    build.add_argument("--accept-stale", action="store_true",
+                       help="with --profile-from: build even when the profile fits the source below the limits")
     build.add_argument("--phase", action="append", choices=sorted(PHASES),
                        help="run only this phase (repeatable); its inputs must exist")
     build.add_argument("--fresh", action="store_true", help="forget earlier runs in the work directory")
@@ -76,12 +87,15 @@ def make_parser():
     phase.set_defaults(func=cmd_phase)
 
     phases = sub.add_parser("phases", help="list the phases of a pipeline")
-    phases.add_argument("--pgo", choices=("on", "off"), default="on")
+    phases.add_argument("--pgo", choices=sorted(PIPELINES), default="on")
     phases.add_argument("--json", action="store_true")
     phases.set_defaults(func=cmd_phases)
 
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
+    archive.register(sub)
+    bench.register(sub)
+    package.register(sub)
     return parser
 
 
@@ -95,10 +109,22 @@ def checked(validate):
 
 
 def cmd_build(args):
+    archive_root = archive.root_of(args.archive)
+    if args.profile_from and args.pgo == "off":
+        raise PipelineError("--profile-from needs a PGO build; drop --pgo off")
+    if args.accept_stale and not args.profile_from:
+        raise PipelineError("--accept-stale applies only to a build with --profile-from")
+    if args.profile_from:
+        profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
+    else:
+        profile_from = None
+        max_mismatch = 0 if args.max_mismatch is None else args.max_mismatch
+        min_hot_coverage = 0.3 if args.min_hot_coverage is None else args.min_hot_coverage
     settings = Settings(version=args.version, config=args.config, pgo=args.pgo, source=args.source,
                         git_ref=args.git_ref, cc=args.cc, cxx=args.cxx, profile_dir=args.profile_dir,
-                        cache=args.cache, max_mismatch=args.max_mismatch,
-                        min_hot_coverage=args.min_hot_coverage)
+                        cache=args.cache, max_mismatch=max_mismatch, min_hot_coverage=min_hot_coverage,
+                        archive=str(archive_root), archive_kind=args.archive_kind,
+                        profile_from=profile_from)
     suffix = "" if args.pgo == "on" else "-plain"
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
@@ -106,11 +132,11 @@ def cmd_build(args):
     if args.pgo == "on":
         check_writable(ctx.profile)
     workdir.save_settings(settings, fresh=args.fresh)
-    pipeline = PIPELINES[args.pgo]
+    pipeline = PIPELINES[pipeline_name(settings)]
     if args.phase:
         unknown = [p for p in args.phase if p not in pipeline]
         if unknown:
-            raise PipelineError(f"phase {unknown[0]} is not part of a build with --pgo {args.pgo}")
+            raise PipelineError(f"phase {unknown[0]} is not part of a {pipeline_name(settings)} build")
         todo = [p for p in pipeline if p in args.phase]
     else:
         done = workdir.state()["done"]
@@ -127,9 +153,9 @@ def cmd_build(args):
 def cmd_phase(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
-    pipeline = PIPELINES[settings.pgo]
+    pipeline = PIPELINES[pipeline_name(settings)]
     if args.name not in pipeline:
-        raise PipelineError(f"phase {args.name} is not part of a build with --pgo {settings.pgo}")
+        raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build")
     run_phases(Context(workdir, settings), pipeline, [args.name])
 
 

@@ -9,7 +9,9 @@ build_packages="gcc g++ cmake ninja-build bison pkg-config git
   libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
   libpam0g-dev libsystemd-dev libxml2-dev libcurl4-openssl-dev
   mariadb-client libmariadb-dev sysbench"
-test_packages="$build_packages mariadb-server valgrind"
+# Packaging (rpm, lintian, a Debian chroot for the .deb proof) and the benchmark's callgrind.
+test_packages="$build_packages mariadb-server valgrind
+  dpkg-dev binutils rpm cpio rpmlint lintian mmdebstrap"
 
 case "$what" in
   build) packages=$build_packages ;;

@@ -1,0 +1,389 @@
+"""pgo package: bintar, .rpm and .deb packages of a work directory's build.
+
+All three formats are made from the one build the pipeline checked: the
+optimised build tree (bintar and rpm through its CPack configuration, the way
+MariaDB's `make package` does) and the staged install of that tree (deb). No
+format compiles anything, so the packaged server is the binary whose profile use
+profile-use.json records; every run proves that by comparing the GNU build-id
+of the packaged binary with the build tree's before anything is published.
+
+    pgo package --workdir W --format bintar|rpm|deb --out DIR
+    pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import textwrap
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgo import PipelineError
+from pgo.runner import say
+from pgo.workdir import REPO, Workdir, read_json, write_json
+
+RECIPES = REPO / "packaging"
+FORMATS = ("bintar", "rpm", "deb")
+BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
+
+
+def register(subparsers):
+    package = subparsers.add_parser("package", help="package a work directory's build as bintar, rpm or deb")
+    package.add_argument("--workdir", required=True, help="work directory of `pgo build`")
+    package.add_argument("--format", required=True, choices=FORMATS)
+    package.add_argument("--out", required=True, help="folder to publish into (must not exist yet)")
+    package.add_argument("--release", type=release_number, default=1,
+                         help="package release number: deb revision, rpm Release (default 1)")
+    package.set_defaults(func=cmd_package)
+    from pgo import prove
+    prove.register(subparsers)
+
+
+def release_number(text):
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(text)
+    return int(text)
+
+
+# --- what is being packaged ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Build:
+    """The checked build of a work directory, and the names its packages get."""
+    workdir: Workdir
+    info: dict
+    variant: str            # "optimized" (PGO) or "plain"
+    label: str              # "pgo" or "" (plain builds carry no mark)
+    release: int
+    binary: Path            # the checked binary in the build tree
+    build_id: str
+    product: dict           # packaging/products.toml entry
+
+    @property
+    def version(self):
+        return self.info["version"]
+
+    @property
+    def package_version(self):
+        """'10.11.18+pgo' for a PGO build, '10.11.18' for a plain one."""
+        return f"{self.version}+{self.label}" if self.label else self.version
+
+    @property
+    def tree(self):
+        return self.workdir.build(self.variant)
+
+    @property
+    def binary_name(self):
+        return self.binary.name
+
+
+def load_build(workdir_path, release=1):
+    workdir = Workdir(workdir_path)
+    if not workdir.root.is_dir():
+        raise PipelineError(f"work directory {workdir.root} does not exist")
+    info_file = workdir.root / "build-info.json"
+    if not info_file.is_file():
+        raise PipelineError(f"{info_file} is missing: the work directory's build is not staged "
+                            "(run `pgo build` to its end first)")
+    info = read_json(info_file)
+    products = load_toml(RECIPES / "products.toml")
+    if info["product"] not in products:
+        raise PipelineError(f"packaging/products.toml has no entry for product '{info['product']}'")
+    product = products[info["product"]]
+    if info["pgo"] == "on":
+        use_file = workdir.root / "profile-use.json"
+        if not use_file.is_file():
+            raise PipelineError(f"{workdir.root} is a PGO build but has no profile-use.json: the optimised "
+                                "build's profile use was never checked, so it must not be packaged as PGO")
+        use = read_json(use_file)
+        if not info.get("profile_id") or use.get("profile_id") != info["profile_id"]:
+            raise PipelineError(f"profile-use.json (profile {use.get('profile_id')}) does not belong to the "
+                                f"staged build (profile {info.get('profile_id')}); rerun phase stage")
+        variant, label = "optimized", "pgo"
+    elif info["pgo"] == "off":
+        variant, label = "plain", ""
+    else:
+        raise PipelineError(f"build-info.json says pgo={info['pgo']!r}; expected 'on' or 'off'")
+    binary = workdir.build(variant) / product["binary"]
+    if not binary.is_file():
+        raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
+    staged = workdir.stage / product["staged_binary"]
+    if not staged.is_file() or build_id(staged) != build_id(binary):
+        raise PipelineError(f"the staged {staged} is not the build tree's {binary}: rerun phase stage")
+    return Build(workdir, info, variant, label, release, binary, build_id(binary), product)
+
+
+def build_id(path):
+    try:
+        notes = subprocess.run(["readelf", "-n", str(path)], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise PipelineError(f"cannot read the ELF notes of {path}: {e}") from e
+    match = BUILD_ID.search(notes)
+    if not match:
+        raise PipelineError(f"{path} has no GNU build-id, so its identity cannot be checked "
+                            "(link with --build-id)")
+    return match.group(1)
+
+
+def load_toml(path):
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PipelineError(f"cannot read recipe {path}: {e}") from e
+
+
+def recipe(fmt, build):
+    return load_toml(RECIPES / fmt / f"{build.info['product']}.toml")
+
+
+# --- publishing ---------------------------------------------------------------
+
+def cmd_package(args):
+    build = load_build(args.workdir, args.release)
+    out = Path(args.out).resolve()
+    if out.exists():
+        raise PipelineError(f"{out} already exists; packages are never overwritten (choose another --out)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    what = f"{build.info['product']} {build.package_version}"
+    say(f"packaging {what} ({'PGO, profile ' + build.info['profile_id'] if build.label else 'plain build'}) "
+        f"as {args.format}")
+    started = time.monotonic()
+    # Built next to DIR and renamed at the end: DIR is complete or absent.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch:
+            packages = MAKERS[args.format](build, staging, Path(scratch))
+        identity = check_identity(build, args.format, packages)
+        write_buildinfo(build, args.format, staging, packages, identity)
+        write_checksums(staging)
+        os.chmod(staging, 0o755)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for path in sorted(out.iterdir()):
+        say(f"  {path.name}  {path.stat().st_size / 1e6:.1f} MB")
+    say(f"published {out} in {time.monotonic() - started:.0f} s")
+
+
+def write_buildinfo(build, fmt, folder, packages, identity):
+    info = build.info
+    state = build.workdir.state()["done"]
+    write_json(folder / "buildinfo.json", {
+        "product": info["product"],
+        "format": fmt,
+        "version": info["version"],
+        "package_version": build.package_version,
+        "release": build.release,
+        "pgo": info["pgo"],
+        "profile_id": info["profile_id"],
+        "profile_use": read_json(build.workdir.root / "profile-use.json") if build.label else None,
+        "source": {k: info["source"][k] for k in ("version", "checksum", "kind", "origin")},
+        "compiler": info["compiler"],
+        "config": info["config"],
+        "cmake_args": info["cmake_args"],
+        "flags": info["flags"],
+        "flags_fingerprint": info["flags_fingerprint"],
+        "built": state.get(build.variant, {}).get("finished"),
+        "packaged": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "binary": identity,
+        "packages": [p.name for p in packages],
+    })
+
+
+def write_checksums(folder):
+    lines = [f"{sha256(p)}  {p.name}\n" for p in sorted(folder.iterdir()) if p.name != "sha256sums.txt"]
+    (folder / "sha256sums.txt").write_text("".join(lines))
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run(cmd, cwd=None, env=None):
+    """Run a packaging tool; its output only matters when it fails."""
+    cmd = [str(c) for c in cmd]
+    try:
+        done = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
+                              capture_output=True, text=True, errors="replace")
+    except OSError as e:
+        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+        raise PipelineError(f"{' '.join(cmd[:3])} ... failed with status {done.returncode}:\n{tail}")
+    return done.stdout
+
+
+# --- the packaged binary is the checked one -----------------------------------
+
+def check_identity(build, fmt, packages):
+    """Find the server binary in the packages and require the checked build-id."""
+    found = []
+    with tempfile.TemporaryDirectory(prefix="pgo-identity-") as tmp:
+        for package in packages:
+            for copy in extract_named(fmt, package, build.binary_name, Path(tmp) / package.name):
+                found.append((package.name, build_id(copy)))
+    if not found:
+        raise PipelineError(f"no package holds {build.binary_name}: the recipe lost the server")
+    wrong = [f"{name} ({bid})" for name, bid in found if bid != build.build_id]
+    if wrong:
+        raise PipelineError(f"the packaged {build.binary_name} is not the checked binary {build.binary} "
+                            f"(build-id {build.build_id}): {', '.join(wrong)}")
+    say(f"  {build.binary_name} in {', '.join(n for n, _ in found)}: build-id {build.build_id} "
+        f"= the checked {build.variant} build's")
+    return {"name": build.binary_name, "build_tree_path": str(build.binary.relative_to(build.tree)),
+            "build_id": build.build_id, "sha256_in_build_tree": sha256(build.binary),
+            "variant": build.variant}
+
+
+def extract_named(fmt, package, name, into):
+    """Extract the regular files called `name` from a package; return their paths."""
+    into.mkdir(parents=True)
+    if fmt == "bintar":
+        return extract_from_tar(tarfile.open(package, "r:*"), name, into)
+    if fmt == "deb":
+        stream = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(package)], stdout=subprocess.PIPE)
+        try:
+            return extract_from_tar(tarfile.open(fileobj=stream.stdout, mode="r|"), name, into)
+        finally:
+            stream.stdout.close()
+            stream.wait()
+    listing = run(["rpm", "-qpl", package]).splitlines()
+    wanted = [f".{p}" for p in listing if Path(p).name == name]
+    if wanted:
+        cpio = f"rpm2cpio {shquote(package)} | cpio -idm --quiet {' '.join(map(shquote, wanted))}"
+        run(["sh", "-c", cpio], cwd=into)
+    return [into / w for w in wanted if (into / w).is_file() and not (into / w).is_symlink()]
+
+
+def extract_from_tar(archive, name, into):
+    found = []
+    with archive:
+        for member in archive:
+            if member.isfile() and Path(member.name).name == name:
+                target = into / str(len(found))
+                with archive.extractfile(member) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                found.append(target)
+    return found
+
+
+def shquote(value):
+    return "'" + str(value).replace("'", "'\\''") + "'"
+
+
+# --- bintar: MariaDB's `make package` -----------------------------------------
+
+def cpack_setting(tree, name):
+    config = tree / "CPackConfig.cmake"
+    if not config.is_file():
+        raise PipelineError(f"{config} is missing: the build tree has no CPack configuration")
+    text = config.read_text()
+    match = re.search(rf'^set\({name} "([^"]*)"\)', text, re.M)
+    if not match:
+        raise PipelineError(f"{tree}/CPackConfig.cmake sets no {name}: the project has no CPack configuration")
+    return match.group(1)
+
+
+def cpack(build, generator, scratch, settings):
+    """Run the build tree's own CPack configuration, without rebuilding anything.
+
+    `make package` would first run the build; the build is the pipeline's
+    checked phase, and the identity check proves it was not redone.
+    """
+    args = ["cpack", "--config", build.tree / "CPackConfig.cmake", "-G", generator, "-B", scratch]
+    for key, value in settings.items():
+        args += ["-D", f"{key}={value}"]
+    run(args)
+
+
+def make_bintar(build, folder, scratch):
+    configured = cpack_setting(build.tree, "CPACK_PACKAGE_FILE_NAME")
+    marker = f"-{build.version}-"
+    if marker not in configured:
+        raise PipelineError(f"the bintar name {configured} does not contain the version {build.version}")
+    name = configured.replace(marker, f"-{build.package_version}-", 1)
+    cpack(build, "TGZ", scratch, {"CPACK_PACKAGE_FILE_NAME": name})
+    tarball = scratch / f"{name}.tar.gz"
+    if not tarball.is_file():
+        raise PipelineError(f"cpack made no {tarball.name}")
+    return [Path(shutil.move(tarball, folder / tarball.name))]
+
+
+# --- rpm: CPack RPM over the same build tree ----------------------------------
+
+def make_rpm(build, folder, scratch):
+    spec = recipe("rpm", build)
+    prefix = cpack_setting(build.tree, "CPACK_INSTALL_PREFIX")
+    settings = {
+        "CPACK_RPM_PACKAGE_NAME": spec["name"],
+        "CPACK_RPM_PACKAGE_VERSION": build.package_version,
+        "CPACK_RPM_PACKAGE_RELEASE": str(build.release),
+        "CPACK_RPM_FILE_NAME": "RPM-DEFAULT",
+        "CPACK_RPM_PACKAGE_SUMMARY": spec["summary"],
+        "CPACK_RPM_PACKAGE_DESCRIPTION": wrapped(describe(spec["description"], build)),
+        "CPACK_RPM_PACKAGE_LICENSE": spec["license"],
+        "CPACK_RPM_PACKAGE_GROUP": spec["group"],
+        "CPACK_RPM_PACKAGE_URL": spec["url"],
+        "CPACK_RPM_PACKAGE_VENDOR": spec["vendor"],
+        "CPACK_PACKAGING_INSTALL_PREFIX": prefix,
+        "CPACK_RPM_PACKAGE_RELOCATABLE": "ON",
+        # Directories the distribution owns (rpmlint: standard-dir-owned-by-package).
+        "CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION": ";".join(spec["distribution_dirs"]),
+        # Stripped like distribution packages; strip keeps the build-id.
+        "CPACK_STRIP_FILES": "ON",
+        "CPACK_RPM_COMPRESSION_TYPE": "gzip",
+        "CPACK_RPM_DEBUGINFO_PACKAGE": "OFF",
+        "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(build, spec, scratch / "changelog"),
+        "CPACK_RPM_SPEC_MORE_DEFINE": f"%define _build_id_links none\n%define packager {spec['packager']}",
+    }
+    cpack(build, "RPM", scratch / "cpack", settings)
+    rpms = sorted((scratch / "cpack").glob("*.rpm"))
+    if len(rpms) != 1:
+        raise PipelineError(f"cpack made {len(rpms)} rpm files, expected one")
+    return [Path(shutil.move(rpms[0], folder / rpms[0].name))]
+
+
+def describe(text, build):
+    mark = (f"This build is optimised with GCC profile-guided optimisation (profile {build.info['profile_id']})."
+            if build.label else "This is a plain build, without profile-guided optimisation.")
+    return f"{text.strip()}\n\n{mark}"
+
+
+def wrapped(text, width=79):
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), width) for p in text.split("\n\n"))
+
+
+def write_rpm_changelog(build, spec, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    day = time.strftime("%a %b %d %Y")
+    path.write_text(f"* {day} {spec['packager']} - {build.package_version}-{build.release}\n"
+                    f"- {changelog_line(build)}\n")
+    return path
+
+
+def changelog_line(build):
+    what = f"profile {build.info['profile_id']}" if build.label else "no profile (plain build)"
+    return (f"Built from {build.info['source']['origin']} with {build.info['compiler']['banner']}, "
+            f"configuration {build.info['config']}, {what}.")
+
+
+# --- deb: binary packages assembled from the staged tree ----------------------
+
+def make_deb(build, folder, scratch):
+    from pgo import debpackages
+    return debpackages.make(build, recipe("deb", build), folder, scratch)
+
+
+MAKERS = {"bintar": make_bintar, "rpm": make_rpm, "deb": make_deb}

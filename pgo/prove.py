@@ -1,0 +1,204 @@
+"""pgo prove: install a published package folder and run what it installed.
+
+    pgo prove DIR [--replace-distribution]
+
+First the folder itself: sha256sums.txt lists every file and matches. Then by
+format (buildinfo.json says which):
+  bintar  unpack anywhere, create a datadir with its own install script, start
+          the server on a private socket, query it, shut it down
+  rpm     rpm -qp metadata, file list and requirements; rpmlint without errors;
+          the payload extracted with rpm2cpio | cpio runs as the bintar does
+  deb     lintian without errors; installed with apt into a clean chroot made by
+          mmdebstrap (never into this host), the server started there, queried,
+          stopped
+The run itself is packaging/smoke/<product>.sh; its `version_comment:` line must
+carry the build's mark: the profile id for PGO packages, "plain build" otherwise.
+"""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pgo import PipelineError
+from pgo.package import RECIPES, load_toml, sha256
+from pgo.runner import say
+from pgo.workdir import read_json
+
+
+def register(subparsers):
+    prove = subparsers.add_parser("prove", help="install a package folder's packages and run them")
+    prove.add_argument("folder", help="a folder published by `pgo package`")
+    prove.add_argument("--distribution", default="bookworm", help="Debian release of the deb chroot")
+    prove.add_argument("--mirror", help="Debian mirror for the chroot (default: mmdebstrap's)")
+    prove.add_argument("--replace-distribution", action="store_true",
+                       help="deb: install the distribution's packages first, then replace them with these")
+    prove.set_defaults(func=cmd_prove)
+
+
+def cmd_prove(args):
+    folder = Path(args.folder).resolve()
+    info = read_json(folder / "buildinfo.json")
+    check_checksums(folder)
+    say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
+        f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
+    comment = PROVERS[info["format"]](folder, info, args)
+    check_mark(comment, info)
+    say(f"proof passed: version comment '{comment}'")
+
+
+def check_checksums(folder):
+    sums = folder / "sha256sums.txt"
+    if not sums.is_file():
+        raise PipelineError(f"{folder} has no sha256sums.txt")
+    listed = {}
+    for line in sums.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    present = {p.name for p in folder.iterdir() if p.name != "sha256sums.txt"}
+    if present != set(listed):
+        raise PipelineError(f"sha256sums.txt lists {sorted(listed)} but the folder holds {sorted(present)}")
+    bad = [name for name, digest in listed.items() if sha256(folder / name) != digest]
+    if bad:
+        raise PipelineError(f"checksum mismatch: {', '.join(bad)}")
+    say(f"  sha256sums.txt: {len(listed)} files match")
+
+
+def check_mark(comment, info):
+    if info["profile_id"]:
+        if "PGO build" not in comment or info["profile_id"] not in comment:
+            raise PipelineError(f"version comment '{comment}' lacks the PGO mark with profile {info['profile_id']}")
+    elif "PGO" in comment.replace("no PGO", "") or "plain build" not in comment:
+        raise PipelineError(f"version comment '{comment}' of a plain package does not say 'plain build'")
+
+
+def only(folder, pattern):
+    found = sorted(folder.glob(pattern))
+    if len(found) != 1:
+        raise PipelineError(f"{folder} holds {len(found)} files matching {pattern}, expected one")
+    return found[0]
+
+
+def run(cmd, cwd=None, show=False, merged=False):
+    cmd = [str(c) for c in cmd]
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace")
+    except OSError as e:
+        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
+    output = done.stdout + done.stderr
+    if show:
+        for line in output.rstrip().splitlines():
+            say(f"    {line}")
+    if done.returncode != 0:
+        if not show:
+            print(output.rstrip(), file=sys.stderr)
+        raise PipelineError(f"{' '.join(cmd[:2])} ... failed with status {done.returncode}")
+    return output if merged else done.stdout
+
+
+def smoke(info, *args, command=None):
+    """Run the product's smoke script (or a command that runs it); return the version comment it reports."""
+    script = RECIPES / "smoke" / f"{info['product']}.sh"
+    # mmdebstrap passes its hooks' output on stderr
+    output = run(command or ["sh", script, *args], show=True, merged=True)
+    for line in output.splitlines():
+        if line.startswith("version_comment: "):
+            return line.removeprefix("version_comment: ").strip()
+    raise PipelineError(f"{script.name} reported no version_comment line")
+
+
+# --- bintar -------------------------------------------------------------------
+
+def prove_bintar(folder, info, args):
+    tarball = only(folder, "*.tar.gz")
+    with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
+        run(["tar", "-xzf", tarball, "-C", tmp])
+        top = Path(tmp) / tarball.name.removesuffix(".tar.gz")
+        if not top.is_dir():
+            raise PipelineError(f"{tarball.name} does not unpack into {top.name}/ as MariaDB's bintars do")
+        say(f"  unpacked into {top.name}/, running it from there")
+        return smoke(info, "tree", top)
+
+
+# --- rpm ----------------------------------------------------------------------
+
+def prove_rpm(folder, info, args):
+    package = only(folder, "*.rpm")
+    query = lambda fmt: run(["rpm", "-qp", "--qf", fmt, package]).strip()
+    say(f"  rpm -qp --info {package.name}")
+    run(["rpm", "-qp", "--info", package], show=True)
+    name, version, release = query("%{NAME}"), query("%{VERSION}"), query("%{RELEASE}")
+    if (version, release) != (info["package_version"], str(info["release"])):
+        raise PipelineError(f"{package.name} is {name} {version}-{release}, buildinfo.json says "
+                            f"{info['package_version']}-{info['release']}")
+    prefix = query("%{PREFIXES}")
+    files = run(["rpm", "-qpl", package]).splitlines()
+    outside = [f for f in files if not f.startswith(prefix)]
+    binary = info["binary"]["name"]
+    if outside or not any(f.endswith(f"/bin/{binary}") for f in files):
+        raise PipelineError(f"{package.name}: files outside {prefix}: {outside[:5]}, or no bin/{binary}")
+    say(f"  rpm -qp --list: {len(files)} files, all under the prefix {prefix}, bin/{binary} among them")
+    say("  rpm -qp --requires:")
+    requires = run(["rpm", "-qp", "--requires", package], show=True).splitlines()
+    if not any(r.startswith("libc.so.6") for r in requires):
+        raise PipelineError(f"{package.name} requires no libc.so.6: its automatic requirements are missing")
+    say("  rpmlint:")
+    rpmlintrc = RECIPES / "rpm" / f"{info['product']}.rpmlintrc"
+    run(["rpmlint", "--rpmlintrc", rpmlintrc, package], show=True)
+    with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
+        run(["sh", "-c", f"rpm2cpio '{package}' | cpio -idm --quiet"], cwd=tmp)
+        say(f"  extracted with rpm2cpio | cpio, running it from {prefix}")
+        return smoke(info, "tree", Path(tmp) / prefix.lstrip("/"))
+
+
+# --- deb ----------------------------------------------------------------------
+
+def prove_deb(folder, info, args):
+    debs = sorted(folder.glob("*.deb"))
+    if not debs:
+        raise PipelineError(f"{folder} holds no .deb files")
+    recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml")
+    for deb in debs:
+        version = run(["dpkg-deb", "-f", deb, "Version"]).strip()
+        if info["profile_id"] and "+pgo" not in version:
+            raise PipelineError(f"{deb.name} has version {version} without the +pgo mark")
+        if "distribution_version" in recipe:
+            theirs = recipe["distribution_version"].format(version=info["version"])
+            if subprocess.run(["dpkg", "--compare-versions", version, "gt", theirs]).returncode != 0:
+                raise PipelineError(f"{deb.name} {version} would not upgrade the distribution's {theirs}")
+    say(f"  {len(debs)} packages, version {version}"
+        + (f" (upgrades the distribution's {theirs})" if "distribution_version" in recipe else ""))
+    say("  lintian:")
+    run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
+        show=True)
+    return in_chroot(folder, debs, info, args, recipe)
+
+
+def in_chroot(folder, debs, info, args, recipe):
+    """Install into a throw-away Debian chroot with apt and run the smoke script there.
+
+    mmdebstrap sets up and tears down the chroot's mounts around its hooks, and
+    the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
+    """
+    apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Use-Pty=0"
+    hooks = ['mkdir -p "$1/tmp/pgo-debs"', f'cp {" ".join(map(str, debs))} "$1/tmp/pgo-debs/"',
+             f'cp {RECIPES / "smoke" / (info["product"] + ".sh")} "$1/tmp/pgo-smoke.sh"']
+    if args.replace_distribution:
+        if "distribution_packages" not in recipe:
+            raise PipelineError(f"packaging/deb/{info['product']}.toml names no distribution_packages to replace")
+        replaced = recipe["distribution_packages"]
+        hooks.append(f'chroot "$1" sh -c "{apt} install {" ".join(replaced)} '
+                     f'&& dpkg-query -W {" ".join(replaced)}"')
+    hooks += [f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"',
+              'chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" '
+              + " ".join(run(["dpkg-deb", "-f", d, "Package"]).strip() for d in debs),
+              'chroot "$1" sh /tmp/pgo-smoke.sh system']
+    command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
+               *(f"--customize-hook={hook}" for hook in hooks), args.distribution, "/dev/null"]
+    if args.mirror:
+        command.append(args.mirror)
+    say(f"  mmdebstrap {args.distribution} chroot: apt install {len(debs)} packages, run the smoke test")
+    return smoke(info, command=command)
+
+
+PROVERS = {"bintar": prove_bintar, "rpm": prove_rpm, "deb": prove_deb}

@@ -1,0 +1,202 @@
+"""Packages of the fixture project through the real recipes: bintar, rpm and deb, their
+names, versions, contents, checksums and build info, the identity of the packaged binary
+with the checked one, atomic publication, and the install-and-run proofs."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from conftest import FIXTURE, run_pgo
+
+BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
+ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("package")
+    run_pgo(*BUILD, "--workdir", root / "pgo")
+    run_pgo(*BUILD, "--workdir", root / "plain", "--pgo", "off")
+    return root
+
+
+@pytest.fixture(scope="module")
+def published(builds):
+    """The three formats of the PGO build, and the bintar and deb of the plain one."""
+    folders = {}
+    for kind, formats in (("pgo", ("bintar", "rpm", "deb")), ("plain", ("bintar", "deb"))):
+        for fmt in formats:
+            out = builds / "out" / kind / fmt
+            run_pgo("package", "--workdir", builds / kind, "--format", fmt, "--out", out)
+            folders[kind, fmt] = out
+    return folders
+
+
+def buildinfo(folder):
+    return json.loads((folder / "buildinfo.json").read_text())
+
+
+def names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def build_id(path):
+    notes = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, check=True).stdout
+    return notes.split("Build ID: ")[1].split()[0]
+
+
+def test_every_folder_has_its_packages_checksums_and_buildinfo(published):
+    assert names(published["pgo", "bintar"]) == [
+        "buildinfo.json", "fixture-1.0.0+pgo-linux-x86_64.tar.gz", "sha256sums.txt"]
+    assert names(published["pgo", "rpm"]) == ["buildinfo.json", "fixture-1.0.0+pgo-1.x86_64.rpm", "sha256sums.txt"]
+    assert names(published["pgo", "deb"]) == ["buildinfo.json", f"fixture_1.0.0+pgo-1_{ARCH}.deb", "sha256sums.txt"]
+    for folder in published.values():
+        listed = dict(line.split("  ")[::-1] for line in (folder / "sha256sums.txt").read_text().splitlines())
+        assert sorted(listed) == [n for n in names(folder) if n != "sha256sums.txt"]
+        for name, digest in listed.items():
+            assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+        assert subprocess.run(["sha256sum", "--quiet", "-c", "sha256sums.txt"], cwd=folder).returncode == 0
+
+
+def test_buildinfo_names_source_compiler_flags_and_profile(builds, published):
+    info = buildinfo(published["pgo", "deb"])
+    build_info = json.loads((builds / "pgo" / "build-info.json").read_text())
+    assert info["package_version"] == "1.0.0+pgo" and info["release"] == 1 and info["format"] == "deb"
+    assert info["profile_id"] == build_info["profile_id"] and info["profile_id"].startswith("1.0.0-")
+    assert info["profile_use"]["profile_id"] == info["profile_id"]
+    assert info["source"]["checksum"] == build_info["source"]["checksum"]
+    assert info["compiler"]["version"] == build_info["compiler"]["version"]
+    assert info["config"] == "fixture" and "-fprofile-use=PROFILE_DIR" in info["flags"]
+    assert info["built"] and info["packaged"]
+    assert info["binary"]["build_id"] == build_id(builds / "pgo" / "build" / "optimized" / "fixture")
+    plain = buildinfo(published["plain", "deb"])
+    assert plain["pgo"] == "off" and plain["profile_id"] is None and plain["profile_use"] is None
+    assert plain["binary"]["variant"] == "plain"
+
+
+def test_bintar_holds_the_checked_binary_under_mariadbs_naming(builds, published):
+    tarball = published["pgo", "bintar"] / "fixture-1.0.0+pgo-linux-x86_64.tar.gz"
+    with tarfile.open(tarball) as archive:
+        members = archive.getnames()
+        binary = archive.extractfile("fixture-1.0.0+pgo-linux-x86_64/bin/fixture").read()
+    assert "fixture-1.0.0+pgo-linux-x86_64/share/fixture/VERSION" in members
+    # The bintar is unstripped, as `make package` makes it: the very bytes of the staged binary.
+    assert binary == (builds / "pgo" / "stage" / "bin" / "fixture").read_bytes()
+
+
+def test_rpm_metadata_and_contents(published):
+    rpm = published["pgo", "rpm"] / "fixture-1.0.0+pgo-1.x86_64.rpm"
+    query = lambda fmt: subprocess.run(["rpm", "-qp", "--qf", fmt, rpm], capture_output=True,
+                                       text=True, check=True).stdout
+    assert query("%{NAME} %{VERSION} %{RELEASE} %{PREFIXES}") == "fixture 1.0.0+pgo 1 /usr/local"
+    assert "profile-guided optimisation (profile 1.0.0-" in " ".join(query("%{DESCRIPTION}").split())
+    files = subprocess.run(["rpm", "-qpl", rpm], capture_output=True, text=True, check=True).stdout.split()
+    assert files == ["/usr/local/bin/fixture", "/usr/local/share/fixture", "/usr/local/share/fixture/VERSION"]
+
+
+def test_deb_control_and_contents(published):
+    deb = published["pgo", "deb"] / f"fixture_1.0.0+pgo-1_{ARCH}.deb"
+    field = lambda name: subprocess.run(["dpkg-deb", "-f", deb, name], capture_output=True,
+                                        text=True, check=True).stdout.strip()
+    assert field("Version") == "1.0.0+pgo-1"
+    assert field("Depends").startswith("libc6 (>= ")
+    contents = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
+    for path in ("./usr/bin/fixture", "./usr/share/fixture/VERSION", "./usr/share/doc/fixture/copyright",
+                 "./usr/share/doc/fixture/changelog.Debian.gz"):
+        assert path in contents
+    assert "root/root" in contents
+
+
+def test_plain_packages_never_carry_the_pgo_mark(published):
+    assert "fixture-1.0.0-linux-x86_64.tar.gz" in names(published["plain", "bintar"])
+    assert f"fixture_1.0.0-1_{ARCH}.deb" in names(published["plain", "deb"])
+    assert not any("pgo" in n for folder in (published["plain", "bintar"], published["plain", "deb"])
+                   for n in names(folder))
+
+
+def test_deb_versions_upgrade_the_distributions_package():
+    from pgo.debpackages import deb_version
+    from pgo.package import RECIPES, load_toml
+    recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
+    theirs = recipe["distribution_version"].format(version="10.11.18")
+    assert theirs == "1:10.11.18-0+deb12u1"
+
+    class Version:          # the two attributes deb_version reads
+        def __init__(self, package_version, release):
+            self.package_version, self.release = package_version, release
+
+    pgo, plain = deb_version(Version("10.11.18+pgo", 1), recipe), deb_version(Version("10.11.18", 1), recipe)
+    assert (pgo, plain) == ("1:10.11.18+pgo-1", "1:10.11.18-1")
+    newer = lambda a, b: subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
+    assert newer(pgo, theirs) and newer(plain, theirs) and newer(pgo, plain)
+    assert newer("1:10.11.19-0+deb12u1", pgo)     # the next security release still wins
+
+
+@pytest.mark.parametrize("kind,fmt", [("pgo", "bintar"), ("pgo", "rpm"), ("plain", "bintar")])
+def test_proof_runs_the_unpacked_package_and_sees_its_mark(published, kind, fmt):
+    result = run_pgo("prove", published[kind, fmt])
+    mark = "PGO build, profile 1.0.0-" if kind == "pgo" else "plain build (no PGO)"
+    assert "proof passed" in result.stdout and mark in result.stdout
+    if fmt == "rpm":
+        assert "0 errors" in result.stdout and "libc.so.6" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None or os.geteuid() != 0,
+                    reason="the deb proof needs mmdebstrap and root for its chroot")
+def test_deb_proof_installs_into_a_clean_chroot(published):
+    result = run_pgo("prove", published["pgo", "deb"])
+    assert "Setting up fixture (1.0.0+pgo-1)" in result.stdout
+    assert "fixture 1.0.0+pgo-1 install ok installed" in result.stdout
+    assert "proof passed: version comment 'fixture 1.0.0 fixture, PGO build, profile 1.0.0-" in result.stdout
+
+
+def test_proof_rejects_a_tampered_folder(builds, published):
+    copy = builds / "tampered"
+    shutil.copytree(published["pgo", "bintar"], copy)
+    with open(copy / "fixture-1.0.0+pgo-linux-x86_64.tar.gz", "ab") as f:
+        f.write(b"\0")
+    result = run_pgo("prove", copy, check=False)
+    assert result.returncode == 1 and "checksum mismatch: fixture-1.0.0+pgo-linux-x86_64.tar.gz" in result.stderr
+
+
+def test_pgo_build_without_checked_profile_use_is_refused(builds):
+    workdir = builds / "unchecked"
+    shutil.copytree(builds / "pgo", workdir, symlinks=True)
+    (workdir / "profile-use.json").unlink()
+    out = builds / "out" / "unchecked"
+    result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False)
+    assert result.returncode == 1 and "no profile-use.json" in result.stderr
+    assert not out.exists()
+
+
+def test_a_staged_binary_that_is_not_the_checked_one_publishes_nothing(builds):
+    workdir = builds / "swapped"
+    shutil.copytree(builds / "pgo", workdir, symlinks=True)
+    shutil.copy(builds / "plain" / "stage" / "bin" / "fixture", workdir / "stage" / "bin" / "fixture")
+    out = builds / "out" / "swapped"
+    result = run_pgo("package", "--workdir", workdir, "--format", "deb", "--out", out, check=False)
+    assert result.returncode == 1 and "is not the build tree's" in result.stderr
+    assert not out.exists() and not list(out.parent.glob(".swapped*"))
+
+
+def test_an_existing_folder_is_never_overwritten(builds, published):
+    folder = published["pgo", "bintar"]
+    before = {n: (folder / n).read_bytes() for n in names(folder)}
+    result = run_pgo("package", "--workdir", builds / "pgo", "--format", "bintar", "--out", folder, check=False)
+    assert result.returncode == 1 and "already exists" in result.stderr
+    assert {n: (folder / n).read_bytes() for n in names(folder)} == before
+
+
+def test_a_failing_recipe_leaves_no_partial_folder(builds):
+    workdir = builds / "nocpack"
+    shutil.copytree(builds / "pgo", workdir, symlinks=True)
+    (workdir / "build" / "optimized" / "CPackConfig.cmake").unlink()
+    out = builds / "out" / "nocpack"
+    result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False)
+    assert result.returncode == 1 and "no CPack configuration" in result.stderr
+    assert not out.exists() and not list(out.parent.glob(".nocpack*"))
