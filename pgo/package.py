@@ -11,7 +11,6 @@ of the packaged binary with the build tree's before anything is published.
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
-import hashlib
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.runner import say
+from pgo.source import sha256_file
 from pgo.workdir import REPO, Workdir, read_json, write_json
 
 RECIPES = REPO / "packaging"
@@ -199,16 +199,8 @@ def write_buildinfo(build, fmt, folder, packages, identity):
 
 
 def write_checksums(folder):
-    lines = [f"{sha256(p)}  {p.name}\n" for p in sorted(folder.iterdir()) if p.name != "sha256sums.txt"]
+    lines = [f"{sha256_file(p)}  {p.name}\n" for p in sorted(folder.iterdir()) if p.name != "sha256sums.txt"]
     (folder / "sha256sums.txt").write_text("".join(lines))
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def run(cmd, cwd=None, env=None):
@@ -243,7 +235,7 @@ def check_identity(build, fmt, packages):
     say(f"  {build.binary_name} in {', '.join(n for n, _ in found)}: build-id {build.build_id} "
         f"= the checked {build.variant} build's")
     return {"name": build.binary_name, "build_tree_path": str(build.binary.relative_to(build.tree)),
-            "build_id": build.build_id, "sha256_in_build_tree": sha256(build.binary),
+            "build_id": build.build_id, "sha256_in_build_tree": sha256_file(build.binary),
             "variant": build.variant}
 
 

@@ -48,11 +48,17 @@ class Context:
 
 def fetch_source(ctx, log):
     s = ctx.settings
-    src = source.fetch(s.source, s.version, ctx.product, ctx.workdir.src,
-                       ctx.workdir.cache(s), git_ref=s.git_ref, log=log)
+    cache = ctx.workdir.cache(s)
+    src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref, log=log)
+    link = ctx.workdir.src
+    if link.is_symlink():
+        link.unlink()
+    elif link.exists():
+        shutil.rmtree(link)
+    link.symlink_to(tree)
     write_json(ctx.workdir.root / "source.json",
                {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
-    log.note(f"source {src.origin} sha256 {src.checksum}")
+    log.note(f"source {src.origin} sha256 {src.checksum} in {tree}")
 
 
 def build_variant(ctx, log, variant, comment):
@@ -60,7 +66,8 @@ def build_variant(ctx, log, variant, comment):
     build_dir = ctx.workdir.build(variant)
     compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir)
     args = [
-        "cmake", "-S", ctx.workdir.src, "-B", build_dir, "-G", "Ninja",
+        # The shared tree's own path, the same for every build of this source.
+        "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
         f"-DCMAKE_C_FLAGS={' '.join(compile_flags)}",

@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 from pgo import PipelineError
-from pgo.package import RECIPES, load_toml, sha256
+from pgo.package import RECIPES, load_toml
+from pgo.source import sha256_file
 from pgo.runner import say
 from pgo.workdir import read_json
 
@@ -58,7 +59,7 @@ def check_checksums(folder):
     present = {p.name for p in folder.iterdir() if p.name != "sha256sums.txt"}
     if present != set(listed):
         raise PipelineError(f"sha256sums.txt lists {sorted(listed)} but the folder holds {sorted(present)}")
-    bad = [name for name, digest in listed.items() if sha256(folder / name) != digest]
+    bad = [name for name, digest in listed.items() if sha256_file(folder / name) != digest]
     if bad:
         raise PipelineError(f"checksum mismatch: {', '.join(bad)}")
     say(f"  sha256sums.txt: {len(listed)} files match")

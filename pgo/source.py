@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,30 +69,66 @@ def sha256_tree(root):
     return digest.hexdigest()
 
 
-def fetch(spec, version, product, dest, cache, git_ref=None, log=None):
-    """Put the source of `product` `version` into dest (replaced); return its Source."""
+def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
+    """Put the source of `product` `version` into a tree under src_root; return (Source, tree).
+
+    The tree is named after the source's checksum and shared by every build of
+    that source. Its path is part of the profile: GCC checksums each function's
+    source file path with its line, and ignores the function's counters when
+    that changed. Building every copy of a source from one path lets a profile
+    trained in one work directory (or on another VM with the same src_root)
+    apply in another.
+    """
     kind = kind_of(spec)
     if kind == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
         tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", log)
         source = Source(kind, origin, sha256_file(tarball))
-        unpack_tarball(tarball, dest)
+        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(tarball, dest))
     elif kind == "tarball":
         source = Source(kind, str(Path(spec).resolve()), sha256_file(spec))
-        unpack_tarball(Path(spec), dest)
+        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(Path(spec), dest))
     elif kind == "directory":
-        replace_dir(dest)
-        shutil.copytree(spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        source = Source(kind, str(Path(spec).resolve()), sha256_tree(dest))
+        source = Source(kind, str(Path(spec).resolve()), sha256_tree(spec))
+        tree = shared_tree(src_root, product, version, source, lambda dest: shutil.copytree(
+            spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
     else:
         ref = git_ref or f"{product.name}-{version}"
-        commit = git_checkout(spec, ref, dest, cache / "git", log)
-        source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
-    found = source_version(dest)
+        checkout = Path(tempfile.mkdtemp(prefix=".git-checkout-", dir=ensure_dir(src_root)))
+        try:
+            commit = git_checkout(spec, ref, checkout / "tree", cache / "git", log)
+            source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
+            tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
+        finally:
+            shutil.rmtree(checkout, ignore_errors=True)
+    found = source_version(tree)
     if found != version:
         raise PipelineError(f"source {source.origin} is version {found}, not the requested {version}")
-    return source
+    return source, tree
+
+
+def ensure_dir(path):
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def shared_tree(src_root, product, version, source, fill):
+    """The tree of this source under src_root, filled once: in a hidden folder, then renamed."""
+    tree = ensure_dir(src_root) / f"{product.name}-{version}-{source.checksum.split(':')[-1][:12]}"
+    if tree.is_dir():
+        return tree
+    partial = Path(tempfile.mkdtemp(prefix=f".{tree.name}.partial-", dir=src_root))
+    try:
+        fill(partial / "tree")
+        try:
+            (partial / "tree").rename(tree)
+        except OSError:
+            if not tree.is_dir():    # else another build of the same source was first
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return tree
 
 
 def source_version(tree):
@@ -116,8 +153,7 @@ def replace_dir(path):
 
 
 def unpack_tarball(tarball, dest):
-    """Unpack a release tarball (one top-level folder) into dest."""
-    replace_dir(dest)
+    """Unpack a release tarball (one top-level folder) into dest, which must not exist."""
     staging = dest.with_name(dest.name + ".unpacking")
     replace_dir(staging)
     try:
