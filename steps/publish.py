@@ -6,11 +6,12 @@ readers see a complete folder with its sha256sums.txt or no folder at all.
 Nothing published is ever replaced.
 """
 
-import hashlib
 import os
 import shutil
 import time
 from pathlib import Path
+
+from pgo.source import sha256_file
 
 SUMS = "sha256sums.txt"
 STAGING = ".incoming"
@@ -22,14 +23,6 @@ class PublishError(Exception):
 
 def staging_dir(downloads, build_name):
     return Path(downloads) / STAGING / build_name
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_sha256sums(folder):

@@ -11,7 +11,6 @@
 Everything is written into a hidden .partial folder and renamed into place when complete.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from pgo.source import sha256_file
 from vm_images import ImageError, chroot
 from vm_images.definition import MASTER_REQUIREMENTS
 from vm_images.store import now, write_json
@@ -259,21 +259,13 @@ def artifacts(folder):
     result = {}
     for name in ("rootfs.tar.zst", "disk.qcow2", "vmlinuz", "initrd.img"):
         path = folder / name
-        entry = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+        entry = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
         if name == "disk.qcow2":
             info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", path],
                                              capture_output=True, text=True, check=True).stdout)
             entry["virtual_bytes"] = info["virtual-size"]
         result[name] = entry
     return result
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def human(size):
