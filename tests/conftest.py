@@ -20,9 +20,10 @@ def run_pgo(*args, cwd=REPO, check=True):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def private_profile_archive(tmp_path_factory):
-    """Tests archive their profiles in a temporary archive, never the user's."""
+def private_archive_and_cache(tmp_path_factory):
+    """Tests archive profiles and keep source trees in temporary folders, never the user's."""
     os.environ["PGO_ARCHIVE"] = str(tmp_path_factory.mktemp("profile-archive"))
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ runtime folder with free ports and SQLite; driven through the REST API.
 
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,12 +97,16 @@ def test_release_publishes_packages_with_checksums(master):
     assert any("instrumented" in line for line in lines)
 
 
-def test_release_can_reuse_the_archived_profile(master, tmp_path):
-    """A later version built with the last release's profile: one build, no training."""
+def test_release_can_reuse_an_archived_profile(master, tmp_path):
+    """A profile trained elsewhere (here: by the CLI) and archived; the release reuses it: one build."""
     _, settings = master
     source = tmp_path / "fixture-1.0.2"
     shutil.copytree(Path(__file__).resolve().parent / "fixture", source)
     (source / "VERSION").write_text("1.0.2\n")
+    trained = subprocess.run([sys.executable, "-m", "pgo", "build", "--version", "1.0.2", "--config", "fixture",
+                              "--source", source, "--workdir", tmp_path / "trained", "--archive", settings.archive],
+                             cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert trained.returncode == 0, trained.stderr
     results, (build,), lines = release(admin_api(settings), "1.0.2", source=str(source), profile="latest")
     assert results == 0, "\n".join(lines)
     assert "profile used by 100% of 2 hot objects" in build["state_string"]
