@@ -20,8 +20,10 @@ and the build's number) for the manifest.
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
 of training. "latest" is the newest entry of the same product line (major.minor),
 no newer than the version built, for the same target, GCC version and flags
-fingerprint; any other difference in those is refused before building. A profile
-of other source is stale: the optimised build fails when GCC discarded the
+fingerprint; any other difference in those is refused before building. GCC also
+checksums each function's source file path and line: a profile applies in full only
+to builds from the same source path, which pgo/source.py gives every build of one
+source (its shared tree in the download cache); other source is stale: the optimised build fails when GCC discarded the
 profile of more than 1% of its functions, or when fewer than 90% of the hot
 objects that got a profile in the training build get one now, unless
 --max-mismatch / --min-hot-coverage say otherwise or --accept-stale accepts any
@@ -56,8 +58,9 @@ MANIFEST = "manifest.json"
 SUMS = "sha256sums.txt"
 KINDS = ("release", "nightly")
 BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
-# A reused profile from other source loses the functions whose control flow
-# changed (GCC discards their counters) and the objects that are new. Allow a
+# A reused profile from other source loses the functions whose control flow,
+# lines or source path changed (GCC discards their counters) and the objects
+# that are new. Allow a
 # little of both by default: 1% of the profile's functions discarded, and 90%
 # of the hot coverage the training build reached.
 REUSE_DISCARD_SHARE = 0.01
