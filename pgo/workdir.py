@@ -42,7 +42,10 @@ class Workdir:
     state_file = property(lambda self: self.root / "state.json")
 
     def build(self, variant):
-        return self.root / "build" / variant
+        """The build tree of a variant. The instrumented and the optimised build share one path:
+        GCC checksums each function's source path, and sources generated into the build tree
+        (MariaDB's SQL parser, yy_mariadb.cc) would otherwise lose their profile."""
+        return self.root / "build" / ("pgo" if variant in ("instrumented", "optimized") else variant)
 
     def install(self, variant):
         return self.root / "build" / f"{variant}-install"

@@ -155,7 +155,7 @@ def test_reused_profile_from_another_workdir_gives_the_trained_binary(trained, t
     reuse = tmp_path / "reuse"
     result = ok(build(reuse, root, "--profile-from", "latest"))
     assert "[import] trained on this very source" in result.stdout
-    assert not (reuse / "build" / "instrumented").exists()   # no training: one build
+    assert not (reuse / "build" / "instrumented-install").exists()   # no training: one build
     use = json.loads((reuse / "profile-use.json").read_text())
     # Another work directory, the same shared source tree: GCC finds every function where
     # the training saw it.
@@ -228,7 +228,7 @@ def test_truncated_archive_fails_verify_and_reuse_and_is_never_overwritten(train
 
     work = tmp_path / "w"
     one_line_error(build(work, archive_copy, "--profile-from", "latest"), "is damaged")
-    assert not (work / "build" / "optimized").exists() and not (work / "profile-check.json").exists()
+    assert not (work / "build" / "pgo").exists() and not (work / "profile-check.json").exists()
     assert not list(work.glob("profile*/*.gcda"))
 
     one_line_error(store(trained[0], archive_copy), "archived already", "damaged", "move it aside")

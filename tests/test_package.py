@@ -73,7 +73,7 @@ def test_buildinfo_names_source_compiler_flags_and_profile(builds, published):
     assert info["compiler"]["version"] == build_info["compiler"]["version"]
     assert info["config"] == "fixture" and "-fprofile-use=PROFILE_DIR" in info["flags"]
     assert info["built"] and info["packaged"]
-    assert info["binary"]["build_id"] == build_id(builds / "pgo" / "build" / "optimized" / "fixture")
+    assert info["binary"]["build_id"] == build_id(builds / "pgo" / "build" / "pgo" / "fixture")
     plain = buildinfo(published["plain", "deb"])
     assert plain["pgo"] == "off" and plain["profile_id"] is None and plain["profile_use"] is None
     assert plain["binary"]["variant"] == "plain"
@@ -195,7 +195,7 @@ def test_an_existing_folder_is_never_overwritten(builds, published):
 def test_a_failing_recipe_leaves_no_partial_folder(builds):
     workdir = builds / "nocpack"
     shutil.copytree(builds / "pgo", workdir, symlinks=True)
-    (workdir / "build" / "optimized" / "CPackConfig.cmake").unlink()
+    (workdir / "build" / "pgo" / "CPackConfig.cmake").unlink()
     out = builds / "out" / "nocpack"
     result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False)
     assert result.returncode == 1 and "no CPack configuration" in result.stderr

@@ -54,7 +54,7 @@ def test_optimised_build_used_the_profile(trained):
     assert use["hot_coverage"] == 1.0 and use["missing_profile"] == 0 and use["coverage_mismatch"] == 0
     # The compiler agrees: recompiling the hot object exactly as the build did, with a
     # missing profile made an error, succeeds; pointed at an empty profile, it fails.
-    build = workdir / "build" / "optimized"
+    build = workdir / "build" / "pgo"
     obj = "CMakeFiles/hot.dir/src/hot.c.o"
     command = subprocess.run(["ninja", "-C", build, "-t", "commands", obj], capture_output=True,
                              text=True, check=True).stdout.strip().splitlines()[-1]
@@ -97,13 +97,13 @@ def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, tr
     assert "plain build (no PGO)" in fixture_binary(tmp_path / "plain", "--version")
     workdir, _ = trained
     plain_args = json.loads((tmp_path / "plain" / "build" / "plain" / "pgo-configure.json").read_text())
-    pgo_args = json.loads((workdir / "build" / "optimized" / "pgo-configure.json").read_text())
+    pgo_args = json.loads((workdir / "build" / "pgo" / "pgo-configure.json").read_text())
     differing = {a.split("=")[0] for a in set(plain_args) ^ set(pgo_args)}
     assert differing <= {"-S", "-B", "-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS", "-DBUILD_COMMENT",
                          "-DCMAKE_EXE_LINKER_FLAGS", "-DCMAKE_SHARED_LINKER_FLAGS",
                          "-DCMAKE_MODULE_LINKER_FLAGS"} | {str(tmp_path / "plain" / "src"),
                                                            str(tmp_path / "plain" / "build" / "plain")} | {
-        str(workdir / "src"), str(workdir / "build" / "optimized")}
+        str(workdir / "src"), str(workdir / "build" / "pgo")}
 
 
 def test_optimised_build_without_profile_fails(tmp_path, pgo):
