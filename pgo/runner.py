@@ -36,7 +36,7 @@ class PhaseLog:
         self.file.write(line + "\n")
         self.file.flush()
 
-    def run(self, cmd, cwd=None, env=None, echo=False):
+    def run(self, cmd, cwd=None, echo=False):
         """Run cmd, its output into the log (and onto the console with echo).
 
         Ninja's [N/M] lines become `compile N/M` progress, at most every 2 seconds.
@@ -44,8 +44,7 @@ class PhaseLog:
         cmd = [str(c) for c in cmd]
         self.note(f"$ {' '.join(cmd)}")
         try:
-            proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, errors="replace", bufsize=1)
         except OSError as e:
             raise CommandFailed(f"{self.phase}: cannot run {cmd[0]}: {e.strerror} (log: {self.path})") from e
