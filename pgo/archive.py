@@ -49,7 +49,7 @@ from pathlib import Path
 from pgo import PipelineError, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
-from pgo.toolchain import detect, fingerprint, pgo_flags
+from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import Workdir, read_json, write_json
 
 MANIFEST_FORMAT = 1
@@ -292,24 +292,9 @@ def sync_dir(path):
 
 # --- checking -----------------------------------------------------------------
 
-def gcov_tool(version):
-    """The gcov-tool of exactly this GCC version: .gcda files are version specific."""
-    found = []
-    for name in (f"gcov-tool-{version.split('.')[0]}", "gcov-tool"):
-        tool = shutil.which(name)
-        if tool:
-            result = subprocess.run([tool, "--version"], capture_output=True, text=True)
-            words = result.stdout.splitlines()[0].split() if result.stdout else ["?"]
-            if words[-1] == version:
-                return tool
-            found.append(f"{name} {words[-1]}")
-    raise PipelineError(f"no gcov-tool of GCC {version} on this machine (found: {', '.join(found) or 'none'}): "
-                        "cannot check that the .gcda files are readable")
-
-
 def readable_functions(directory, files, version):
     """Have this compiler's gcov-tool read every .gcda; return how many functions they hold."""
-    tool = gcov_tool(version)
+    tool = gcov_binary("gcov-tool", version)
     with tempfile.TemporaryDirectory(prefix="pgo-gcov-tool-") as scratch:
         out = Path(scratch) / "rewritten"
         # `merge` of the profile with itself, not `rewrite`: GCC 12's rewrite

@@ -13,7 +13,7 @@ from typing import Callable
 
 from pgo import PipelineError, archive, profile, source
 from pgo.config import build_config
-from pgo.toolchain import detect, fingerprint, pgo_flags
+from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import REPO, read_json, write_json
 
 
@@ -119,7 +119,7 @@ def train(ctx, log):
 
 def check_profile(ctx, log):
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
-                            ctx.settings.version, ctx.compiler.gcov("gcov-dump"))
+                            ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version))
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None

@@ -18,10 +18,6 @@ class Compiler:
     version: str   # exact, e.g. "12.2.0": the .gcda format depends on it
     banner: str    # first line of `gcc --version`, names the distribution build
 
-    def gcov(self, tool):
-        """This compiler's gcov-tool or gcov-dump: the .gcda format is version specific."""
-        suffix = self.cc.rsplit("gcc", 1)[1] if "gcc" in self.cc else ""
-        return shutil.which(f"{tool}{suffix}") or shutil.which(tool) or tool
 
 
 def detect(cc="gcc", cxx="g++"):
@@ -36,6 +32,21 @@ def detect(cc="gcc", cxx="g++"):
     if cxx_version != version:
         raise PipelineError(f"C compiler {cc} is GCC {version} but C++ compiler {cxx} is GCC {cxx_version}")
     return Compiler(cc, cxx, version, banner)
+
+
+def gcov_binary(tool, version):
+    """gcov-tool or gcov-dump of exactly this GCC version: the .gcda format is version specific."""
+    found = []
+    for name in (f"{tool}-{version.split('.')[0]}", tool):
+        path = shutil.which(name)
+        if path:
+            result = subprocess.run([path, "--version"], capture_output=True, text=True)
+            words = result.stdout.splitlines()[0].split() if result.stdout else ["?"]
+            if words[-1] == version:
+                return path
+            found.append(f"{name} {words[-1]}")
+    raise PipelineError(f"no {tool} of GCC {version} on this machine (found: {', '.join(found) or 'none'}): "
+                        "cannot read the .gcda files")
 
 
 def _output(cmd):
