@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgo import PipelineError
+from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
 from pgo.workdir import REPO, Workdir, read_json, write_json
@@ -162,7 +163,7 @@ def cmd_package(args):
             packages = MAKERS[args.format](build, staging, Path(scratch))
         identity = check_identity(build, args.format, packages)
         write_buildinfo(build, args.format, staging, packages, identity)
-        write_checksums(staging)
+        write_sha256sums(staging)
         os.chmod(staging, 0o755)
         staging.rename(out)
     except BaseException:
@@ -196,11 +197,6 @@ def write_buildinfo(build, fmt, folder, packages, identity):
         "binary": identity,
         "packages": [p.name for p in packages],
     })
-
-
-def write_checksums(folder):
-    lines = [f"{sha256_file(p)}  {p.name}\n" for p in sorted(folder.iterdir()) if p.name != "sha256sums.txt"]
-    (folder / "sha256sums.txt").write_text("".join(lines))
 
 
 def run(cmd, cwd=None, env=None):

@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from pgo import PipelineError
+from pgo.checksums import SUMS, verify_sha256sums
 from pgo.package import RECIPES, load_toml
-from pgo.source import sha256_file
 from pgo.runner import say
 from pgo.workdir import read_json
 
@@ -49,20 +49,12 @@ def cmd_prove(args):
 
 
 def check_checksums(folder):
-    sums = folder / "sha256sums.txt"
-    if not sums.is_file():
-        raise PipelineError(f"{folder} has no sha256sums.txt")
-    listed = {}
-    for line in sums.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        listed[name] = digest
-    present = {p.name for p in folder.iterdir() if p.name != "sha256sums.txt"}
-    if present != set(listed):
-        raise PipelineError(f"sha256sums.txt lists {sorted(listed)} but the folder holds {sorted(present)}")
-    bad = [name for name, digest in listed.items() if sha256_file(folder / name) != digest]
+    if not (folder / SUMS).is_file():
+        raise PipelineError(f"{folder} has no {SUMS}")
+    bad = verify_sha256sums(folder)
     if bad:
         raise PipelineError(f"checksum mismatch: {', '.join(bad)}")
-    say(f"  sha256sums.txt: {len(listed)} files match")
+    say(f"  {SUMS}: every file matches")
 
 
 def check_mark(comment, info):

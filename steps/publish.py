@@ -11,9 +11,8 @@ import shutil
 import time
 from pathlib import Path
 
-from pgo.source import sha256_file
+from pgo.checksums import SUMS, write_sha256sums
 
-SUMS = "sha256sums.txt"
 STAGING = ".incoming"
 
 
@@ -23,28 +22,6 @@ class PublishError(Exception):
 
 def staging_dir(downloads, build_name):
     return Path(downloads) / STAGING / build_name
-
-
-def write_sha256sums(folder):
-    """sha256sums.txt over every file below folder, in the format `sha256sum -c` reads."""
-    folder = Path(folder)
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / SUMS)
-    lines = [f"{sha256_file(p)}  {p.relative_to(folder)}\n" for p in files]
-    (folder / SUMS).write_text("".join(lines))
-    return len(files)
-
-
-def verify_sha256sums(folder):
-    """The names of the files whose checksum does not match, or that are missing or not listed."""
-    folder = Path(folder)
-    listed = {}
-    for line in (folder / SUMS).read_text().splitlines():
-        digest, name = line.split("  ", 1)
-        listed[name] = digest
-    present = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != folder / SUMS}
-    bad = sorted(present ^ set(listed))
-    bad += sorted(n for n in present & set(listed) if sha256_file(folder / n) != listed[n])
-    return bad
 
 
 def publish(staging, destination):

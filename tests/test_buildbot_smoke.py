@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from steps import local
-from steps.publish import STAGING, verify_sha256sums
+from pgo.checksums import verify_sha256sums
+from steps.publish import STAGING
 from steps.settings import SETTINGS_ENV
 
 FORMATS = ["bintar", "deb", "rpm"]

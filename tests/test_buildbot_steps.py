@@ -12,7 +12,8 @@ from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import ExpectShell, TestBuildStepMixin
 from twisted.trial import unittest
 
-from steps import factories, publish
+from pgo.checksums import verify_sha256sums
+from steps import factories
 from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
 
 COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
@@ -142,7 +143,7 @@ class PublishFolderTest(StepTest):
         self.assertFalse(staging.exists())
         sums = (destination / "sha256sums.txt").read_text()
         self.assertIn(f"{hashlib.sha256(b'tarball').hexdigest()}  bintar/x-1.0.0.tar.gz\n", sums)
-        self.assertEqual(publish.verify_sha256sums(destination), [])
+        self.assertEqual(verify_sha256sums(destination), [])
 
     async def test_never_replaces_a_published_release(self):
         tmp = self.tmp_path()

@@ -1,0 +1,29 @@
+"""sha256sums.txt of a folder of artifacts, in the format `sha256sum -c` reads."""
+
+from pathlib import Path
+
+from pgo.source import sha256_file
+
+SUMS = "sha256sums.txt"
+
+
+def write_sha256sums(folder):
+    """sha256sums.txt over every file below folder; returns how many files it lists."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / SUMS)
+    lines = [f"{sha256_file(p)}  {p.relative_to(folder)}\n" for p in files]
+    (folder / SUMS).write_text("".join(lines))
+    return len(files)
+
+
+def verify_sha256sums(folder):
+    """The names of the files whose checksum does not match, or that are missing or not listed."""
+    folder = Path(folder)
+    listed = {}
+    for line in (folder / SUMS).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    present = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != folder / SUMS}
+    bad = sorted(present ^ set(listed))
+    bad += sorted(n for n in present & set(listed) if sha256_file(folder / n) != listed[n])
+    return bad
