@@ -418,17 +418,21 @@ def plan_reuse(args, root):
     differs = incompatibilities(manifest, config.product.name, target, compiler.version, flags)
     if differs:
         raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    if args.accept_stale:
-        # Stale is accepted, a build without any profile is not.
-        max_discarded, min_coverage = manifest["functions"], 0.001
-    else:
-        max_discarded = int(manifest["functions"] * REUSE_DISCARD_SHARE)
-        min_coverage = round(manifest["optimized"]["hot_coverage"] * REUSE_COVERAGE_SHARE, 3)
+    max_discarded, min_coverage = reuse_limits(manifest, args.accept_stale)
     if args.max_mismatch is not None:
         max_discarded = args.max_mismatch
     if args.min_hot_coverage is not None:
         min_coverage = args.min_hot_coverage
     return entry.name, max_discarded, min_coverage
+
+
+def reuse_limits(manifest, accept_stale=False):
+    """(max discarded functions, min hot coverage) of a build that reuses this archived profile."""
+    if accept_stale:
+        # Stale is accepted, a build without any profile is not.
+        return manifest["functions"], 0.001
+    return (int(manifest["functions"] * REUSE_DISCARD_SHARE),
+            round(manifest["optimized"]["hot_coverage"] * REUSE_COVERAGE_SHARE, 3))
 
 
 def import_profile(ctx, log):

@@ -14,8 +14,8 @@ import time
 
 from pgo import PipelineError, archive, bench, package, source
 from pgo.config import config_names
-from pgo.phases import PHASES, PIPELINES, Context, pipeline_name
-from pgo.runner import PhaseLog, say
+from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
+from pgo.runner import say
 from pgo.workdir import Settings, Workdir
 
 
@@ -177,30 +177,6 @@ def check_writable(path):
             pass
     except OSError as e:
         raise PipelineError(f"profile directory {path} is not writable: {e.strerror}") from None
-
-
-def run_phases(ctx, pipeline, todo):
-    workdir = ctx.workdir
-    for name in todo:
-        phase = PHASES[name]
-        for needed in phase.inputs:
-            path = ctx.profile if needed == "profile" else workdir.root / needed
-            if not path.exists():
-                maker = next(p for p in pipeline if needed in PHASES[p].outputs)
-                raise PipelineError(f"phase {name} needs {needed}: run phase {maker} first")
-        step = pipeline.index(name) + 1
-        say(f"== phase {step} of {len(pipeline)}: {name}: {phase.title}")
-        log = PhaseLog(workdir.logs / f"{name}.log", name)
-        later = pipeline[step:]
-        workdir.forget([name, *later])
-        started = time.monotonic()
-        try:
-            phase.run(ctx, log)
-        finally:
-            log.close()
-        seconds = time.monotonic() - started
-        workdir.mark_done(name, seconds, later)
-        say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")
 
 
 def print_summary(workdir, pipeline):

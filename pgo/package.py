@@ -1,11 +1,11 @@
 """pgo package: bintar, .rpm and .deb packages of a work directory's build.
 
-All three formats are made from the one build the pipeline checked: the
-optimised build tree (bintar and rpm through its CPack configuration, the way
-MariaDB's `make package` does) and the staged install of that tree (deb). No
-format compiles anything, so the packaged server is the binary whose profile use
-profile-use.json records; every run proves that by comparing the GNU build-id
-of the packaged binary with the build tree's before anything is published.
+The bintar is CPack over the checked optimised build tree (MariaDB's `make
+package`), the debs are assembled from its staged install, and the rpms come
+from MariaDB's own -DRPM=<target> route: the configuration built again in the
+RPM layout with the same profile, its profile use checked like the release
+build's. Every run proves the packaged server is a checked binary by comparing
+its GNU build-id with that build tree's before anything is published.
 
     pgo package --workdir W --format bintar|rpm|deb --out DIR
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
@@ -20,7 +20,7 @@ import tempfile
 import textwrap
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pgo import PipelineError
@@ -160,7 +160,8 @@ def cmd_package(args):
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch:
-            packages = MAKERS[args.format](build, staging, Path(scratch))
+            # A maker returns the build it packaged: this one, or the format's own rebuild.
+            build, packages = MAKERS[args.format](build, staging, Path(scratch))
         identity = check_identity(build, args.format, packages)
         write_buildinfo(build, args.format, staging, packages, identity)
         write_sha256sums(staging)
@@ -284,7 +285,7 @@ def cpack_setting(tree, name):
     return match.group(1)
 
 
-def cpack(build, generator, scratch, settings):
+def cpack(build, generator, scratch, settings, env=None):
     """Run the build tree's own CPack configuration, without rebuilding anything.
 
     `make package` would first run the build; the build is the pipeline's
@@ -293,7 +294,7 @@ def cpack(build, generator, scratch, settings):
     args = ["cpack", "--config", build.tree / "CPackConfig.cmake", "-G", generator, "-B", scratch]
     for key, value in settings.items():
         args += ["-D", f"{key}={value}"]
-    run(args)
+    run(args, env=env)
 
 
 def make_bintar(build, folder, scratch):
@@ -306,41 +307,67 @@ def make_bintar(build, folder, scratch):
     tarball = scratch / f"{name}.tar.gz"
     if not tarball.is_file():
         raise PipelineError(f"cpack made no {tarball.name}")
-    return [Path(shutil.move(tarball, folder / tarball.name))]
+    return build, [Path(shutil.move(tarball, folder / tarball.name))]
 
 
-# --- rpm: CPack RPM over the same build tree ----------------------------------
+# --- rpm: MariaDB's -DRPM=<target> build, with the checked build's profile ---
 
 def make_rpm(build, folder, scratch):
+    """The rpm set the way MariaDB's release builds make it: the configuration
+    built again with -DRPM=<target> (cmake/cpack_rpm.cmake: distribution layout,
+    one rpm per component group), optimised with the same profile, its profile
+    use checked like the release build's, then packaged by its own CPack setup."""
     spec = recipe("rpm", build)
-    prefix = cpack_setting(build.tree, "CPACK_INSTALL_PREFIX")
+    rebuilt = rebuild(build, "rpm", [f"-DRPM={spec['target']}"])
     settings = {
-        "CPACK_RPM_PACKAGE_NAME": spec["name"],
-        "CPACK_RPM_PACKAGE_VERSION": build.package_version,
-        "CPACK_RPM_PACKAGE_RELEASE": str(build.release),
+        **spec.get("cpack", {}),
+        "CPACK_RPM_PACKAGE_VERSION": rebuilt.package_version,
+        "CPACK_RPM_PACKAGE_RELEASE": str(rebuilt.release),
         "CPACK_RPM_FILE_NAME": "RPM-DEFAULT",
-        "CPACK_RPM_PACKAGE_SUMMARY": spec["summary"],
-        "CPACK_RPM_PACKAGE_DESCRIPTION": wrapped(describe(spec["description"], build)),
-        "CPACK_RPM_PACKAGE_LICENSE": spec["license"],
-        "CPACK_RPM_PACKAGE_GROUP": spec["group"],
-        "CPACK_RPM_PACKAGE_URL": spec["url"],
-        "CPACK_RPM_PACKAGE_VENDOR": spec["vendor"],
-        "CPACK_PACKAGING_INSTALL_PREFIX": prefix,
-        "CPACK_RPM_PACKAGE_RELOCATABLE": "ON",
-        # Directories the distribution owns (rpmlint: standard-dir-owned-by-package).
-        "CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION": ";".join(spec["distribution_dirs"]),
-        # Stripped like distribution packages; strip keeps the build-id.
-        "CPACK_STRIP_FILES": "ON",
-        "CPACK_RPM_COMPRESSION_TYPE": "gzip",
-        "CPACK_RPM_DEBUGINFO_PACKAGE": "OFF",
-        "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(build, spec, scratch / "changelog"),
-        "CPACK_RPM_SPEC_MORE_DEFINE": f"%define _build_id_links none\n%define packager {spec['packager']}",
+        "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(rebuilt, spec, scratch / "changelog"),
     }
-    cpack(build, "RPM", scratch / "cpack", settings)
+    # rpmbuild macros CPack has no setting for, through rpmbuild's ~/.rpmmacros
+    # (the project's CPACK_RPM_SPEC_MORE_DEFINE is MariaDB's own).
+    home = scratch / "home"
+    home.mkdir()
+    (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n")
+    cpack(rebuilt, "RPM", scratch / "cpack", settings, env={"HOME": str(home)})
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
-    if len(rpms) != 1:
-        raise PipelineError(f"cpack made {len(rpms)} rpm files, expected one")
-    return [Path(shutil.move(rpms[0], folder / rpms[0].name))]
+    if not rpms:
+        raise PipelineError("cpack made no rpm files")
+    return rebuilt, [Path(shutil.move(rpm, folder / rpm.name)) for rpm in rpms]
+
+
+def rebuild(build, fmt, cmake_extra):
+    """The checked build's configuration built again with a format's CMake options.
+
+    A PGO build reuses its own archived profile (the reuse pipeline: one
+    compile, no training), with the limits any reuse has; a plain build stays
+    plain. It lives in the work directory's package-<format>/ and resumes there.
+    """
+    from pgo import archive
+    from pgo.phases import PIPELINES, Context, pipeline_name, run_phases
+    settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
+    if build.label:
+        entry = settings.profile_from
+        if not entry:
+            stored = build.workdir.root / "archive.json"
+            if not stored.is_file():
+                raise PipelineError(f"{build.workdir.root}: the profile is not archived, so the {fmt} build "
+                                    "cannot reuse it (run phase archive first)")
+            entry = read_json(stored)["entry"]
+        manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
+        max_mismatch, min_coverage = archive.reuse_limits(manifest)
+        settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
+    nested = Workdir(build.workdir.root / f"package-{fmt}")
+    fresh = nested.settings_file.is_file() and nested.load_settings() != settings
+    nested.save_settings(settings, fresh=fresh)
+    pipeline = PIPELINES[pipeline_name(settings)]
+    done = nested.state()["done"]
+    say(f"building the {fmt} build ({' '.join(cmake_extra)}) in {nested.root}"
+        + (f"; resuming after {', '.join(p for p in pipeline if p in done)}" if done else ""))
+    run_phases(Context(nested, settings), pipeline, [p for p in pipeline if p not in done])
+    return load_build(nested.root, build.release)
 
 
 def describe(text, build):
@@ -371,7 +398,7 @@ def changelog_line(build):
 
 def make_deb(build, folder, scratch):
     from pgo import debpackages
-    return debpackages.make(build, recipe("deb", build), folder, scratch)
+    return build, debpackages.make(build, recipe("deb", build), folder, scratch)
 
 
 MAKERS = {"bintar": make_bintar, "rpm": make_rpm, "deb": make_deb}

@@ -8,11 +8,13 @@ definitions; a phase never knows which of them runs it.
 
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from pgo import PipelineError, archive, profile, source
 from pgo.config import build_config
+from pgo.runner import PhaseLog, say
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import REPO, read_json, write_json
 
@@ -70,6 +72,7 @@ def build_variant(ctx, log, variant, comment):
         "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
+        *ctx.settings.cmake_extra,
         f"-DCMAKE_C_FLAGS={' '.join(compile_flags)}",
         f"-DCMAKE_CXX_FLAGS={' '.join(compile_flags)}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={' '.join(link_flags)}" for kind in ("EXE", "SHARED", "MODULE")),
@@ -167,7 +170,7 @@ def stage(ctx, log):
         "profile_id": use["profile_id"] if use else None,
         "source": read_json(ctx.workdir.root / "source.json"),
         "compiler": {"cc": ctx.compiler.cc, "version": ctx.compiler.version, "banner": ctx.compiler.banner},
-        "cmake_args": list(ctx.config.cmake_args),
+        "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
         "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR")[0],
         "flags_fingerprint": fingerprint(ctx.config.cmake_args),
         "stage": str(ctx.workdir.stage),
@@ -208,3 +211,27 @@ PIPELINES = {
 
 def pipeline_name(settings):
     return "reuse" if settings.profile_from else settings.pgo
+
+
+def run_phases(ctx, pipeline, todo):
+    workdir = ctx.workdir
+    for name in todo:
+        phase = PHASES[name]
+        for needed in phase.inputs:
+            path = ctx.profile if needed == "profile" else workdir.root / needed
+            if not path.exists():
+                maker = next(p for p in pipeline if needed in PHASES[p].outputs)
+                raise PipelineError(f"phase {name} needs {needed}: run phase {maker} first")
+        step = pipeline.index(name) + 1
+        say(f"== phase {step} of {len(pipeline)}: {name}: {phase.title}")
+        log = PhaseLog(workdir.logs / f"{name}.log", name)
+        later = pipeline[step:]
+        workdir.forget([name, *later])
+        started = time.monotonic()
+        try:
+            phase.run(ctx, log)
+        finally:
+            log.close()
+        seconds = time.monotonic() - started
+        workdir.mark_done(name, seconds, later)
+        say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")

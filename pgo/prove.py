@@ -116,32 +116,47 @@ def prove_bintar(folder, info, args):
 # --- rpm ----------------------------------------------------------------------
 
 def prove_rpm(folder, info, args):
-    package = only(folder, "*.rpm")
-    query = lambda fmt: run(["rpm", "-qp", "--qf", fmt, package]).strip()
-    say(f"  rpm -qp --info {package.name}")
-    run(["rpm", "-qp", "--info", package], show=True)
-    name, version, release = query("%{NAME}"), query("%{VERSION}"), query("%{RELEASE}")
-    if (version, release) != (info["package_version"], str(info["release"])):
-        raise PipelineError(f"{package.name} is {name} {version}-{release}, buildinfo.json says "
-                            f"{info['package_version']}-{info['release']}")
-    prefix = query("%{PREFIXES}")
-    files = run(["rpm", "-qpl", package]).splitlines()
-    outside = [f for f in files if not f.startswith(prefix)]
+    rpms = sorted(folder.glob("*.rpm"))
+    if not rpms:
+        raise PipelineError(f"{folder} holds no .rpm files")
+    query = lambda rpm, fmt: run(["rpm", "-qp", "--qf", fmt, rpm]).strip()
+    names, provided = {}, set()
+    for rpm in rpms:
+        name, version, release = query(rpm, "%{NAME}"), query(rpm, "%{VERSION}"), query(rpm, "%{RELEASE}")
+        if (version, release) != (info["package_version"], str(info["release"])):
+            raise PipelineError(f"{rpm.name} is {name} {version}-{release}, buildinfo.json says "
+                                f"{info['package_version']}-{info['release']}")
+        names[rpm] = name
+        provided |= {line.split()[0] for line in run(["rpm", "-qp", "--provides", rpm]).splitlines()}
+    say(f"  {len(rpms)} packages, version {info['package_version']}-{info['release']}: "
+        + ", ".join(names.values()))
     binary = info["binary"]["name"]
-    if outside or not any(f.endswith(f"/bin/{binary}") for f in files):
-        raise PipelineError(f"{package.name}: files outside {prefix}: {outside[:5]}, or no bin/{binary}")
-    say(f"  rpm -qp --list: {len(files)} files, all under the prefix {prefix}, bin/{binary} among them")
-    say("  rpm -qp --requires:")
-    requires = run(["rpm", "-qp", "--requires", package], show=True).splitlines()
-    if not any(r.startswith("libc.so.6") for r in requires):
-        raise PipelineError(f"{package.name} requires no libc.so.6: its automatic requirements are missing")
+    holders = {rpm: path for rpm in rpms for path in run(["rpm", "-qpl", rpm]).splitlines()
+               if Path(path).name == binary and Path(path).parent.name in ("bin", "sbin")}
+    if len(holders) != 1:
+        raise PipelineError(f"{len(holders)} packages hold a {binary} binary, expected one")
+    (server, path), = holders.items()
+    say(f"  rpm -qp --info {server.name}")
+    run(["rpm", "-qp", "--info", server], show=True)
+    say(f"  {path} is in {names[server]}; its requirements:")
+    for rpm in rpms:
+        requires = run(["rpm", "-qp", "--requires", rpm], show=rpm == server).splitlines()
+        if rpm == server and not any(r.startswith("libc.so.6") for r in requires):
+            raise PipelineError(f"{rpm.name} requires no libc.so.6: its automatic requirements are missing")
+        # A package of the set that another one needs must be in the set.
+        family = names[server].split("-")[0] + "-"
+        missing = [r for r in requires if r.startswith(family) and r.split()[0] not in provided]
+        if missing:
+            raise PipelineError(f"{rpm.name} requires {', '.join(missing)}, which no package of {folder.name} provides")
     say("  rpmlint:")
     rpmlintrc = RECIPES / "rpm" / f"{info['product']}.rpmlintrc"
-    run(["rpmlint", "--rpmlintrc", rpmlintrc, package], show=True)
+    run(["rpmlint", "--rpmlintrc", rpmlintrc, *rpms], show=True)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
-        run(["sh", "-c", f"rpm2cpio '{package}' | cpio -idm --quiet"], cwd=tmp)
-        say(f"  extracted with rpm2cpio | cpio, running it from {prefix}")
-        return smoke(info, "tree", Path(tmp) / prefix.lstrip("/"))
+        for rpm in rpms:
+            run(["sh", "-c", f"rpm2cpio '{rpm}' | cpio -idm --quiet"], cwd=tmp)
+        base = Path(tmp) / Path(path).parent.parent.relative_to("/")
+        say(f"  every package extracted with rpm2cpio | cpio, running it from {Path(path).parent.parent}")
+        return smoke(info, "tree", base)
 
 
 # --- deb ----------------------------------------------------------------------

@@ -27,6 +27,10 @@ class Settings:
     archive: str | None = None        # profile archive root (pgo/archive.py)
     archive_kind: str = "release"     # release (kept) or nightly (pruned)
     profile_from: str | None = None   # archive entry reused instead of training
+    # CMake options a package format's own build adds (MariaDB's -DRPM=<target>):
+    # they choose the install layout, not the code, so the configuration's profile
+    # still applies, and the optimised phase checks that it did.
+    cmake_extra: tuple[str, ...] = ()
 
 
 class Workdir:
@@ -62,7 +66,8 @@ class Workdir:
     def load_settings(self):
         if not self.settings_file.is_file():
             raise PipelineError(f"{self.root} is not a work directory of `pgo build` (no settings.json)")
-        return Settings(**json.loads(self.settings_file.read_text()))
+        data = json.loads(self.settings_file.read_text())
+        return Settings(**dict(data, cmake_extra=tuple(data.get("cmake_extra", ()))))
 
     def save_settings(self, settings, fresh=False):
         if self.settings_file.is_file() and not fresh:

@@ -20,7 +20,8 @@ VM_IDLE_SHUTDOWN = 10 * 60
 # A PGO build compiles twice with every core; two at once on one worker only
 # slow each other down (and the benchmark needs a quiet machine).
 HEAVY_BUILD = util.WorkerLock("heavy-build", maxCount=1)
-# The package builds of one release run one at a time on its worker.
+# The package builds of one release run one at a time on its worker (the rpm
+# build compiles once more, while the release build only waits for it).
 PACKAGING = util.WorkerLock("packaging", maxCount=1)
 
 # The images have no boot loader: libvirt boots their kernel directly (vm_images/README.md).

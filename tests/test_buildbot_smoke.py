@@ -92,7 +92,7 @@ def test_release_publishes_packages_with_checksums(master):
     assert published.stat().st_mode & 0o005 == 0o005, "downloads must be readable by everyone"
     files = {str(p.relative_to(published)) for p in published.rglob("*") if p.is_file()}
     assert {"bintar/fixture-1.0.0+pgo-linux-x86_64.tar.gz", "deb/fixture_1.0.0+pgo-1_amd64.deb",
-            "rpm/fixture-1.0.0+pgo-1.x86_64.rpm", "build-info.json", "profile-check.json"} <= files
+            "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm", "build-info.json", "profile-check.json"} <= files
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)

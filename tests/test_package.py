@@ -53,7 +53,8 @@ def build_id(path):
 def test_every_folder_has_its_packages_checksums_and_buildinfo(published):
     assert names(published["pgo", "bintar"]) == [
         "buildinfo.json", "fixture-1.0.0+pgo-linux-x86_64.tar.gz", "sha256sums.txt"]
-    assert names(published["pgo", "rpm"]) == ["buildinfo.json", "fixture-1.0.0+pgo-1.x86_64.rpm", "sha256sums.txt"]
+    assert names(published["pgo", "rpm"]) == ["buildinfo.json", "fixture-common-1.0.0+pgo-1.noarch.rpm",
+                                              "fixture-server-1.0.0+pgo-1.x86_64.rpm", "sha256sums.txt"]
     assert names(published["pgo", "deb"]) == ["buildinfo.json", f"fixture_1.0.0+pgo-1_{ARCH}.deb", "sha256sums.txt"]
     for folder in published.values():
         listed = dict(line.split("  ")[::-1] for line in (folder / "sha256sums.txt").read_text().splitlines())
@@ -90,13 +91,27 @@ def test_bintar_holds_the_checked_binary_under_mariadbs_naming(builds, published
 
 
 def test_rpm_metadata_and_contents(published):
-    rpm = published["pgo", "rpm"] / "fixture-1.0.0+pgo-1.x86_64.rpm"
-    query = lambda fmt: subprocess.run(["rpm", "-qp", "--qf", fmt, rpm], capture_output=True,
-                                       text=True, check=True).stdout
-    assert query("%{NAME} %{VERSION} %{RELEASE} %{PREFIXES}") == "fixture 1.0.0+pgo 1 /usr/local"
-    assert "profile-guided optimisation (profile 1.0.0-" in " ".join(query("%{DESCRIPTION}").split())
-    files = subprocess.run(["rpm", "-qpl", rpm], capture_output=True, text=True, check=True).stdout.split()
-    assert files == ["/usr/local/bin/fixture", "/usr/local/share/fixture", "/usr/local/share/fixture/VERSION"]
+    rpm = lambda part: published["pgo", "rpm"] / f"fixture-{part}-1.0.0+pgo-1.{'noarch' if part == 'common' else 'x86_64'}.rpm"
+    query = lambda part, *args: subprocess.run(["rpm", "-qp", *args, rpm(part)], capture_output=True,
+                                               text=True, check=True).stdout
+    assert query("server", "--qf", "%{NAME} %{VERSION} %{RELEASE}") == "fixture-server 1.0.0+pgo 1"
+    assert query("server", "--qf", "%{PACKAGER}") == "PGO pipeline <pgo-release@example.org>"
+    assert "fixture-common" in query("server", "--requires").split()
+    assert "profile 1.0.0-" in query("server", "--changelog")
+    # The project's own -DRPM layout: the distribution's directories, one package each part.
+    assert query("server", "--list").split() == ["/usr/bin/fixture"]
+    assert query("common", "--list").split() == ["/usr/share/fixture", "/usr/share/fixture/VERSION"]
+
+
+def test_rpm_is_its_own_build_with_the_same_profile(builds, published):
+    """The -DRPM build reuses the archived profile; its profile use is checked and recorded."""
+    info = buildinfo(published["pgo", "rpm"])
+    trained = json.loads((builds / "pgo" / "build-info.json").read_text())
+    assert info["cmake_args"][-1] == "-DRPM=generic" and "-DRPM=generic" not in trained["cmake_args"]
+    assert info["profile_id"] == info["profile_use"]["profile_id"] == trained["profile_id"]
+    assert info["profile_use"]["hot_coverage"] == 1.0 and info["profile_use"]["coverage_mismatch"] == 0
+    rebuilt = builds / "pgo" / "package-rpm" / "build" / "pgo" / "fixture"
+    assert info["binary"]["build_id"] == build_id(rebuilt)
 
 
 def test_deb_control_and_contents(published):
@@ -197,6 +212,17 @@ def test_a_failing_recipe_leaves_no_partial_folder(builds):
     shutil.copytree(builds / "pgo", workdir, symlinks=True)
     (workdir / "build" / "pgo" / "CPackConfig.cmake").unlink()
     out = builds / "out" / "nocpack"
-    result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False)
+    result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False)
     assert result.returncode == 1 and "no CPack configuration" in result.stderr
     assert not out.exists() and not list(out.parent.glob(".nocpack*"))
+
+
+def test_an_rpm_of_an_unarchived_profile_is_refused(builds):
+    workdir = builds / "unarchived"
+    shutil.copytree(builds / "pgo", workdir, symlinks=True, ignore=shutil.ignore_patterns("package-rpm"))
+    (workdir / "archive.json").unlink()
+    out = builds / "out" / "unarchived"
+    result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False)
+    assert result.returncode == 1 and "the profile is not archived" in result.stderr
+    assert not out.exists()
+

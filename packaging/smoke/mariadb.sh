@@ -1,7 +1,8 @@
 #!/bin/sh
 # Start the MariaDB server a package installed, query it, shut it down.
-#   mariadb.sh tree BASEDIR   an unpacked bintar or rpm payload: a datadir made by the
-#                             tree's own mariadb-install-db, a private socket, no defaults
+#   mariadb.sh tree BASEDIR   an unpacked bintar, or rpm payloads extracted under
+#                             ROOT (BASEDIR ROOT/usr): a datadir made by the tree's
+#                             own mariadb-install-db, a private socket, no defaults
 #   mariadb.sh system         the Debian packages installed: their configuration, their
 #                             datadir (made by the postinst), the server as user mysql
 # Prints "version_comment: ..." for the caller to check the build's mark.
@@ -21,10 +22,18 @@ case "${1:-}" in
   tree)
     base=$(cd "$2" && pwd)
     user=$(id -un)
+    if [ -x "$base/sbin/mariadbd" ]; then
+      # MariaDB's RPM layout: its compiled-in directories are the system's, so name the tree's.
+      install_db=$base/bin/mariadb-install-db server=$base/sbin/mariadbd
+      set -- --lc-messages-dir="$base/share/mysql" --plugin-dir="$(echo "$base"/lib*/mysql/plugin)"
+    else
+      install_db=$base/scripts/mariadb-install-db server=$base/bin/mariadbd
+      set --
+    fi
     echo "mariadb-install-db --basedir=$base"
-    "$base/scripts/mariadb-install-db" --no-defaults --basedir="$base" --datadir="$work/data" \
+    "$install_db" --no-defaults --basedir="$base" --datadir="$work/data" \
       --user="$user" --skip-test-db >"$work/install-db.log" 2>&1 || { cat "$work/install-db.log"; exit 1; }
-    "$base/bin/mariadbd" --no-defaults --basedir="$base" --datadir="$work/data" --user="$user" \
+    "$server" --no-defaults --basedir="$base" --datadir="$work/data" --user="$user" "$@" \
       --socket="$work/mysql.sock" --skip-networking --pid-file="$work/mariadbd.pid" \
       --log-error="$work/error.log" &
     server_pid=$!
