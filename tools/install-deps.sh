@@ -1,17 +1,20 @@
 #!/bin/sh
 # Install what this repository needs on Debian 12, as root.
-#   tools/install-deps.sh build   the MariaDB PGO build (compilers, MariaDB's build dependencies)
-#   tools/install-deps.sh test    the tests (the fixture build, a real MariaDB server, sysbench, ...)
+#   tools/install-deps.sh build   a release: the MariaDB PGO build (compilers, MariaDB's build
+#                                 dependencies), its packages and the benchmark
+#   tools/install-deps.sh test    also what the tests and the package proofs use
 set -eu
 what=${1:-build}
 
+# checkpolicy and semodule-utils: MariaDB's -DRPM build compiles its SELinux policy module.
 build_packages="gcc g++ cmake ninja-build bison pkg-config git
   libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
   libpam0g-dev libsystemd-dev libxml2-dev libcurl4-openssl-dev
-  mariadb-client libmariadb-dev sysbench"
-# Packaging (rpm, lintian, a Debian chroot for the .deb proof) and the benchmark's callgrind.
-test_packages="$build_packages mariadb-server valgrind
-  dpkg-dev binutils rpm cpio rpmlint lintian mmdebstrap"
+  mariadb-client libmariadb-dev sysbench
+  dpkg-dev binutils rpm cpio checkpolicy semodule-utils"
+# A real server for the tests, the benchmark's callgrind, and the package proofs
+# (rpmlint, lintian, a Debian chroot for the .deb).
+test_packages="$build_packages mariadb-server valgrind rpmlint lintian mmdebstrap"
 
 case "$what" in
   build) packages=$build_packages ;;
