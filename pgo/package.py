@@ -114,7 +114,8 @@ def load_build(workdir_path, release=1):
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
-    staged = workdir.stage / product["staged_binary"]
+    staged = next((workdir.stage / path for path in product["staged_binary"]
+                   if (workdir.stage / path).is_file()), workdir.stage / product["staged_binary"][0])
     if not staged.is_file() or build_id(staged) != build_id(binary):
         raise PipelineError(f"the staged {staged} is not the build tree's {binary}: rerun phase stage")
     return Build(workdir, info, variant, label, release, binary, build_id(binary), product)
