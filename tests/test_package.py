@@ -27,9 +27,9 @@ def builds(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def published(builds):
-    """The three formats of the PGO build, and the bintar and deb of the plain one."""
+    """The three formats of the PGO build and of the plain one."""
     folders = {}
-    for kind, formats in (("pgo", ("bintar", "rpm", "deb")), ("plain", ("bintar", "deb"))):
+    for kind, formats in (("pgo", ("bintar", "rpm", "deb")), ("plain", ("bintar", "rpm", "deb"))):
         for fmt in formats:
             out = builds / "out" / kind / fmt
             run_pgo("package", "--workdir", builds / kind, "--format", fmt, "--out", out)
@@ -130,8 +130,10 @@ def test_deb_control_and_contents(published):
 def test_plain_packages_never_carry_the_pgo_mark(published):
     assert "fixture-1.0.0-linux-x86_64.tar.gz" in names(published["plain", "bintar"])
     assert f"fixture_1.0.0-1_{ARCH}.deb" in names(published["plain", "deb"])
-    assert not any("pgo" in n for folder in (published["plain", "bintar"], published["plain", "deb"])
-                   for n in names(folder))
+    assert "fixture-server-1.0.0-1.x86_64.rpm" in names(published["plain", "rpm"])
+    assert not any("pgo" in n for fmt in ("bintar", "rpm", "deb") for n in names(published["plain", fmt]))
+    # The plain rpm build stays plain: no profile to reuse, none used.
+    assert buildinfo(published["plain", "rpm"])["profile_use"] is None
 
 
 def test_deb_versions_upgrade_the_distributions_package():
@@ -152,7 +154,7 @@ def test_deb_versions_upgrade_the_distributions_package():
     assert newer("1:10.11.19-0+deb12u1", pgo)     # the next security release still wins
 
 
-@pytest.mark.parametrize("kind,fmt", [("pgo", "bintar"), ("pgo", "rpm"), ("plain", "bintar")])
+@pytest.mark.parametrize("kind,fmt", [("pgo", "bintar"), ("pgo", "rpm"), ("plain", "bintar"), ("plain", "rpm")])
 def test_proof_runs_the_unpacked_package_and_sees_its_mark(published, kind, fmt):
     result = run_pgo("prove", published[kind, fmt])
     mark = "PGO build, profile 1.0.0-" if kind == "pgo" else "plain build (no PGO)"
