@@ -116,9 +116,10 @@ def load_build(workdir_path, release=1):
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
     staged = next((workdir.stage / path for path in product["staged_binary"]
                    if (workdir.stage / path).is_file()), workdir.stage / product["staged_binary"][0])
-    if not staged.is_file() or build_id(staged) != build_id(binary):
+    binary_id = build_id(binary)
+    if not staged.is_file() or build_id(staged) != binary_id:
         raise PipelineError(f"the staged {staged} is not the build tree's {binary}: rerun phase stage")
-    return Build(workdir, info, variant, label, release, binary, build_id(binary), product)
+    return Build(workdir, info, variant, label, release, binary, binary_id, product)
 
 
 def build_id(path):

@@ -72,6 +72,13 @@ def only(folder, pattern):
     return found[0]
 
 
+def some(folder, pattern):
+    found = sorted(folder.glob(pattern))
+    if not found:
+        raise PipelineError(f"{folder} holds no {pattern} files")
+    return found
+
+
 def run(cmd, cwd=None, show=False, merged=False):
     cmd = [str(c) for c in cmd]
     try:
@@ -116,13 +123,10 @@ def prove_bintar(folder, info, args):
 # --- rpm ----------------------------------------------------------------------
 
 def prove_rpm(folder, info, args):
-    rpms = sorted(folder.glob("*.rpm"))
-    if not rpms:
-        raise PipelineError(f"{folder} holds no .rpm files")
-    query = lambda rpm, fmt: run(["rpm", "-qp", "--qf", fmt, rpm]).strip()
+    rpms = some(folder, "*.rpm")
     names, provided = {}, set()
     for rpm in rpms:
-        name, version, release = query(rpm, "%{NAME}"), query(rpm, "%{VERSION}"), query(rpm, "%{RELEASE}")
+        name, version, release = run(["rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{RELEASE}", rpm]).split()
         if (version, release) != (info["package_version"], str(info["release"])):
             raise PipelineError(f"{rpm.name} is {name} {version}-{release}, buildinfo.json says "
                                 f"{info['package_version']}-{info['release']}")
@@ -139,12 +143,12 @@ def prove_rpm(folder, info, args):
     say(f"  rpm -qp --info {server.name}")
     run(["rpm", "-qp", "--info", server], show=True)
     say(f"  {path} is in {names[server]}; its requirements:")
+    family = names[server].split("-")[0] + "-"
     for rpm in rpms:
         requires = run(["rpm", "-qp", "--requires", rpm], show=rpm == server).splitlines()
         if rpm == server and not any(r.startswith("libc.so.6") for r in requires):
             raise PipelineError(f"{rpm.name} requires no libc.so.6: its automatic requirements are missing")
         # A package of the set that another one needs must be in the set.
-        family = names[server].split("-")[0] + "-"
         missing = [r for r in requires if r.startswith(family) and r.split()[0] not in provided]
         if missing:
             raise PipelineError(f"{rpm.name} requires {', '.join(missing)}, which no package of {folder.name} provides")
@@ -162,9 +166,7 @@ def prove_rpm(folder, info, args):
 # --- deb ----------------------------------------------------------------------
 
 def prove_deb(folder, info, args):
-    debs = sorted(folder.glob("*.deb"))
-    if not debs:
-        raise PipelineError(f"{folder} holds no .deb files")
+    debs = some(folder, "*.deb")
     recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml")
     for deb in debs:
         version = run(["dpkg-deb", "-f", deb, "Version"]).strip()
