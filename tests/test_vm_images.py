@@ -107,12 +107,27 @@ def test_worker_must_match_the_masters_buildbot(data, tmp_path):
     (lambda c: c.pop("config"), "missing setting 'config'"),
     (lambda c: c.update({"min_speedup": 1.05}), "min_speedup is for gate 'bench'"),
     (lambda c: c.update({"gate": "bench", "compare": []}), "gate 'bench' needs min_speedup"),
+    (lambda c: c.update({"bench_options": ["--pairs", "6"]}), "bench_options is for gate 'bench'"),
 ])
 def test_bad_canaries_are_refused(data, change, message):
     change(data["canaries"]["fixture"])
     with pytest.raises(ImageError, match="canary 'fixture'") as e:
         definition.canary("fixture", data)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("options, message", [
+    ("--pairs 6", "bench_options must be a list of pgo bench arguments"),
+    (["--pairs", 6], "bench_options must be a list of pgo bench arguments"),
+    (["--pairs", "6", "--min-speedup", "0.5"], "bench_options cannot set --min-speedup: the rollout sets it"),
+    (["--out=/tmp/elsewhere"], "bench_options cannot set --out: the rollout sets it"),
+])
+def test_bench_options_leave_the_gate_to_the_rollout(data, options, message):
+    data["canaries"]["minimal"]["bench_options"] = options
+    with pytest.raises(ImageError, match="canary 'minimal'") as e:
+        definition.canary("minimal", data)
+    assert message in str(e.value)
+
 
 
 def test_building_an_unknown_image_fails_before_anything_starts(tmp_path):

@@ -26,7 +26,9 @@ IMAGE_KEYS = {"base", "family", "bootstrap", "distribution", "release", "mirror"
 REQUIRED_IMAGE_KEYS = IMAGE_KEYS - {"base", "packages"}
 COMPILER_KEYS = {"cc", "cxx", "version", "packages"}
 WORKER_KEYS = {"user", "buildbot_worker"}
-CANARY_KEYS = {"version", "config", "source", "gate", "compare", "min_speedup"}
+CANARY_KEYS = {"version", "config", "source", "gate", "compare", "min_speedup", "bench_options"}
+# What the rollout itself passes to pgo bench: a canary's bench_options must not set them.
+ROLLOUT_BENCH_OPTIONS = ("--baseline", "--candidate", "--out", "--min-speedup", "--from-result")
 GATES = ("bench", "same-output")
 # Families the definition format knows; only those with a bootstrap tool here can be defined.
 BOOTSTRAPS = {"deb": "mmdebstrap"}
@@ -85,6 +87,7 @@ class Canary:
     gate: str                      # "bench" or "same-output"
     compare: tuple[str, ...]       # same-output: the command, relative to a staged tree
     min_speedup: float | None      # bench: lower bound of the new/old speedup's 95% CI
+    bench_options: tuple[str, ...] = ()  # bench: what to measure (pgo bench options)
 
 
 def load(path=DEFINITIONS):
@@ -276,7 +279,16 @@ def canary(name, data=None):
                          f"(the new build's speedup over the old one, lower 95% bound), not {min_speedup!r}")
     if raw["gate"] != "bench" and min_speedup is not None:
         raise ImageError(f"{where}: min_speedup is for gate 'bench'")
-    return Canary(name, raw["version"], raw["config"], raw["source"], raw["gate"], tuple(compare), min_speedup)
+    options = raw.get("bench_options", [])
+    if raw["gate"] != "bench" and options:
+        raise ImageError(f"{where}: bench_options is for gate 'bench'")
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise ImageError(f"{where}: bench_options must be a list of pgo bench arguments, not {options!r}")
+    taken = [o for o in options if o.split("=", 1)[0] in ROLLOUT_BENCH_OPTIONS]
+    if taken:
+        raise ImageError(f"{where}: bench_options cannot set {taken[0].split('=', 1)[0]}: the rollout sets it")
+    return Canary(name, raw["version"], raw["config"], raw["source"], raw["gate"], tuple(compare), min_speedup,
+                  tuple(options))
 
 
 def validate_all(data=None, requirements=MASTER_REQUIREMENTS):

@@ -81,7 +81,7 @@ class ImageOperations:
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
                                      "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/bench",
-                                     "--min-speedup", str(canary.min_speedup)],
+                                     *canary.bench_options, "--min-speedup", str(canary.min_speedup)],
                              folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
             if result.returncode not in (0, 1):
                 raise ImageError(f"pgo bench could not run (status {result.returncode}; log: {log})")
