@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,12 +155,14 @@ def unpack_tarball(tarball, dest):
     """Unpack a release tarball (one top-level folder) into dest, which must not exist."""
     staging = dest.with_name(dest.name + ".unpacking")
     replace_dir(staging)
-    try:
-        with tarfile.open(tarball) as tar:
-            tar.extractall(staging, filter="tar")
-    except (tarfile.TarError, OSError, EOFError) as e:
+    staging.mkdir()
+    # GNU tar, not tarfile: it refuses names with '..' and writes through symlinks on every
+    # Python (tarfile's safety filters need 3.11.4; Debian 12 has 3.11.2).
+    result = subprocess.run(["tar", "-xf", str(tarball), "-C", str(staging), "--no-same-owner"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PipelineError(f"cannot unpack {tarball}: {e}") from e
+        raise PipelineError(f"cannot unpack {tarball}: {'; '.join(result.stderr.splitlines())}")
     entries = list(staging.iterdir())
     top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
     top.rename(dest)

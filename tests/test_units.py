@@ -132,6 +132,14 @@ def test_tarball_source_unpacks_its_top_folder(tmp_path):
         source.fetch(str(tmp_path / "bad.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
 
 
+def test_a_tarball_cannot_write_outside_its_folder(tmp_path):
+    from pgo.config import product
+    make_tarball(tmp_path / "evil.tar.gz", {"VERSION": "1.0.0\n", "../../escaped": "x\n"})
+    with pytest.raises(PipelineError, match="cannot unpack .*evil.tar.gz: .*escaped: Member name contains '..'"):
+        source.fetch(str(tmp_path / "evil.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
+    assert not (tmp_path / "escaped").exists() and not list((tmp_path / "src").iterdir())
+
+
 def test_tree_checksum_covers_names_and_contents(tmp_path):
     (tmp_path / "a").write_text("1")
     first = source.sha256_tree(tmp_path)

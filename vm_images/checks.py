@@ -18,6 +18,9 @@ from vm_images.store import now, read_json, write_json
 
 REPO_IN_IMAGE = "/srv/pgo"
 OUT_IN_IMAGE = "/srv/out"
+# A real benchmark result, re-analysed by the image's pgo bench (numpy, scipy, matplotlib).
+BENCH_SAMPLE = "docs/bench-10.11.18-minimal/result.json"
+BENCH_LIBRARIES = ("python3-numpy", "python3-scipy", "python3-matplotlib")
 COMPILER_PACKAGE_RE = re.compile(r"^(gcc|g\+\+)-\d+$")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -148,6 +151,23 @@ def test_image(build, store, say=print):
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def benchmark():
+        out = scratch.with_name(scratch.name + "-bench")
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            sysbench = in_image(["sysbench", "--version"])
+            if not sysbench.ok:
+                return False, f"sysbench does not run: {sysbench.tail[-200:]}"
+            result = run_pgo(build, ["bench", "--from-result", BENCH_SAMPLE, "--out", f"{OUT_IN_IMAGE}/bench"],
+                             out, log, scratch)
+            # 0 and 1 are the gate's verdicts: the analysis ran; anything else is a broken tool
+            if result.returncode not in (0, 1) or not (out / "bench" / "speedup.png").is_file():
+                return False, f"pgo bench --from-result failed with status {result.returncode}: {result.tail[-300:]}"
+            libraries = ", ".join(f"{p} {manifest['packages'].get(p, 'missing')}" for p in BENCH_LIBRARIES)
+            return True, f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} ({libraries})"
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
     def boots():
         missing = boot.emulator_missing()
         if missing:
@@ -173,6 +193,7 @@ def test_image(build, store, say=print):
     check("compiler version", version)
     check("buildbot worker", worker)
     check("fixture PGO pipeline", fixture_pipeline)
+    check("benchmark gate tools", benchmark)
     check("boots as a VM", boots)
     write_json(folder / f"{stamp}.json", {"build": build.ref, "tested_at": now(), "passed": report.passed,
                                           "checks": [asdict(c) for c in report.checks]})

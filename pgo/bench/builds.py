@@ -6,7 +6,6 @@ A build is given as an installed tree (a basedir), a binary tarball, or a CMake 
 
 import shutil
 import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +69,11 @@ def resolve(label, source, workdir):
 def unpack(label, tarball, dest):
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    try:
-        with tarfile.open(tarball) as tar:
-            tar.extractall(dest, filter="tar")
-    except (tarfile.TarError, OSError) as e:
-        raise InfraError(f"build {label}: cannot unpack {tarball}: {e}") from None
+    # GNU tar refuses '..' names and writes through symlinks on every Python (tarfile's filters need 3.11.4)
+    result = subprocess.run(["tar", "-xf", str(tarball), "-C", str(dest), "--no-same-owner"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise InfraError(f"build {label}: cannot unpack {tarball}: {'; '.join(result.stderr.splitlines())}")
     tops = [p for p in dest.iterdir() if p.is_dir()]
     if len(tops) != 1:
         raise UsageError(f"build {label}: {tarball} should hold exactly one top folder")
