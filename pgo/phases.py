@@ -114,7 +114,7 @@ def train(ctx, log):
     shutil.rmtree(ctx.workdir.train, ignore_errors=True)
     ctx.workdir.train.mkdir(parents=True)
     values = {"repo": REPO, "work": ctx.workdir.train, "stage": ctx.workdir.install("instrumented"),
-              "profile": ctx.profile}
+              "profile": ctx.profile, "cc": ctx.compiler.cc, "cxx": ctx.compiler.cxx}
     for step, command in enumerate(ctx.product.train, 1):
         log.note(f"training step {step} of {len(ctx.product.train)}")
         log.run([part.format(**values) for part in command], echo=True)

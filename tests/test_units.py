@@ -223,3 +223,11 @@ def test_compiler_warnings_are_counted_and_classified():
     assert counts["missing_profile"] == 2 and counts["missing_profile_hot"] == 1
     assert counts["coverage_mismatch"] == 1 and counts["source_moved"] == 1
     assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/a.cc"]
+
+
+def test_training_compiles_with_the_builds_compiler():
+    """profile_load links the instrumented client library: only the build's own compiler (and its
+    libgcov) fits it, and a build VM has no `cc` besides that compiler."""
+    from pgo.config import product
+    compiles = [command for command in product("mariadb").train if command[0] == "cmake"]
+    assert compiles and all("-DCMAKE_C_COMPILER={cc}" in command for command in compiles)
