@@ -346,3 +346,43 @@ def test_a_real_image_builds_and_passes_its_test_inside(tmp_path):
     manifest = Store(tmp_path).build("gcc12").manifest
     assert manifest["packages"]["gcc-12"] == "12.2.0-14+deb12u1"
     assert manifest["artifacts"]["disk.qcow2"]["virtual_bytes"] == 40 << 30
+
+
+def test_a_stopped_rollout_resumes_with_its_passed_steps_kept(on_gcc11):
+    promoted, first, record, _ = roll(on_gcc11, fail=["gate"])
+    assert not promoted and record["steps"][0]["details"]["build"] == "gcc12/20250201T000000Z"
+    ops, lines = ScriptedOperations(on_gcc11), []
+    rollout = Rollout(on_gcc11, ops, definition.canary("fixture"), say=lines.append)
+    assert rollout.run("gcc12", resume=record["id"])
+    assert ops.calls == ["gate"]                   # no image build, no test, no canary or baseline build
+    resumed = json.loads((on_gcc11.rollouts / record["id"] / "rollout.json").read_text())
+    assert [(s["step"], s["result"]) for s in resumed["steps"]] == [
+        ("build", "passed"), ("test", "passed"), ("canary", "passed"), ("baseline", "passed"),
+        ("gate", "passed"), ("promote", "passed")]
+    assert resumed["decision"] == "promoted" and resumed["steps"][2] == record["steps"][2]
+    assert resumed["attempts"] == [{k: record[k] for k in ("steps", "decision", "reason", "started", "finished")}]
+    assert "== step 3 of 6: canary: kept from the stopped attempt: canary passed" in "\n".join(lines)
+    assert on_gcc11.pointer()["current"]["image"] == "gcc12"
+
+
+def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
+    _, _, stopped, _ = roll(on_gcc11, fail=["canary"])
+    def resume(store=on_gcc11, canary="fixture", **kwargs):
+        Rollout(store, ScriptedOperations(store), definition.canary(canary)).run("gcc12", resume=stopped["id"], **kwargs)
+    with pytest.raises(ImageError, match="tested gcc12/20250201T000000Z, not gcc12/20990101T000000Z"):
+        resume(reuse_build="20990101T000000Z")
+    with pytest.raises(ImageError, match="the canary 'minimal' changed since rollout"):
+        resume(canary="minimal")
+    resume()
+    with pytest.raises(ImageError, match="is promoted: only a stopped rollout resumes"):
+        resume()
+    with pytest.raises(ImageError, match="now the current image is gcc12/20250201T000000Z: start a new rollout"):
+        on_gcc11.point_to(on_gcc11.build("gcc12/20250201T000000Z"), "again")
+        record = on_gcc11.rollouts / stopped["id"] / "rollout.json"
+        record.write_text(json.dumps({**json.loads(record.read_text()), "decision": "stopped"}))
+        resume()
+
+
+def test_resume_of_an_unknown_rollout_is_refused(tmp_path, on_gcc11):
+    result = run_cli("--images", on_gcc11.root, "rollout", "--resume", "20990101T000000Z-gcc11-to-gcc12", check=1)
+    assert "rollout 20990101T000000Z-gcc11-to-gcc12" in result.stderr and "Traceback" not in result.stderr

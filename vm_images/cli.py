@@ -15,7 +15,7 @@ import json
 import sys
 
 from vm_images import DEFAULT_IMAGES, ImageError, definition
-from vm_images.store import Store
+from vm_images.store import Store, read_json
 
 
 def main(argv=None):
@@ -66,13 +66,16 @@ def make_parser():
     promote.set_defaults(func=cmd_promote)
 
     rollout = sub.add_parser("rollout", help="move the build VMs to another image: build, test, canary, promote")
-    rollout.add_argument("--to", required=True, dest="to_image", help="the new image, e.g. gcc12")
+    rollout.add_argument("--to", dest="to_image", help="the new image, e.g. gcc12")
     rollout.add_argument("--from", dest="from_image",
                          help="the image expected to be current (refuses if another one is)")
     rollout.add_argument("--build", dest="reuse_build",
                          help="use this finished build of the new image instead of building one")
-    rollout.add_argument("--canary-config", default="minimal",
+    rollout.add_argument("--canary-config",
                          help="canary from vm_images/images.toml (default minimal; fixture for a quick run)")
+    rollout.add_argument("--resume", metavar="ROLLOUT",
+                         help="continue this stopped rollout (e.g. a gate disturbed by noise): the steps it "
+                         "passed are kept, the rest run again")
     rollout.set_defaults(func=cmd_rollout)
 
     rollback = sub.add_parser("rollback", help="make the previous image current again (deletes nothing)")
@@ -132,8 +135,14 @@ def cmd_promote(args):
 def cmd_rollout(args):
     from vm_images.rollout import ImageOperations, Rollout
     store = Store(args.images)
-    rollout = Rollout(store, ImageOperations(store), definition.canary(args.canary_config))
-    return 0 if rollout.run(args.to_image, args.from_image, args.reuse_build) else 1
+    to_image, canary = args.to_image, args.canary_config
+    if args.resume:
+        record = read_json(store.rollouts / args.resume / "rollout.json", f"rollout {args.resume}")
+        to_image, canary = to_image or record["to"], canary or record["canary"]["name"]
+    if not to_image:
+        raise ImageError("rollout needs --to IMAGE (or --resume ROLLOUT)")
+    rollout = Rollout(store, ImageOperations(store), definition.canary(canary or "minimal"))
+    return 0 if rollout.run(to_image, args.from_image, args.reuse_build, args.resume) else 1
 
 
 def cmd_rollback(args):

@@ -19,6 +19,7 @@ with no second record that could disagree with the pointer, and a rollback makes
 profiles reusable again by the same rule.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -112,35 +113,51 @@ class Rollout:
         self.canary = canary
         self.say = say
 
-    def run(self, to_image, from_image=None, reuse_build=None):
-        """True when the new image was promoted; False when a step stopped the rollout."""
+    def run(self, to_image, from_image=None, reuse_build=None, resume=None):
+        """True when the new image was promoted; False when a step stopped the rollout.
+
+        resume: the id of a stopped rollout to continue in its folder. The steps it passed are
+        kept (the hour of canary and baseline builds is not redone), the step that stopped it
+        and those after run again; the earlier attempt stays in the record under "attempts".
+        """
         current = self.store.current()
         if from_image and current.image != from_image:
             raise ImageError(f"the current image is {current.ref}, not {from_image}: nothing to roll out from")
         image = definition.image(to_image)
+        kept = []
+        if resume:
+            folder = self.store.rollouts / resume
+            self.record = read_json(folder / "rollout.json", f"rollout {resume}")
+            kept, reuse_build = self.resumable(current, to_image, reuse_build)
         if reuse_build:
             self.store.build(f"{to_image}/{reuse_build}")      # fails now, not after an hour
             if f"{to_image}/{reuse_build}" == current.ref:
                 raise ImageError(f"{current.ref} is already the current image")
-        rollout_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{current.image}-to-{to_image}"
-        folder = self.store.rollouts / rollout_id
-        folder.mkdir(parents=True)
+        if resume:
+            rollout_id = resume
+            earlier = {k: self.record.pop(k) for k in ("steps", "decision", "reason", "started", "finished")}
+            self.record.setdefault("attempts", []).append(earlier)
+            self.record.update(steps=[], decision="running", started=now())
+        else:
+            rollout_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{current.image}-to-{to_image}"
+            folder = self.store.rollouts / rollout_id
+            folder.mkdir(parents=True)
+            self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,
+                           "started": now(), "steps": [], "decision": "running"}
         self.record_file = folder / "rollout.json"
-        self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,
-                       "started": now(), "steps": [], "decision": "running"}
         self.save()
         self.say(f"rollout {current.ref} ({current.manifest['definition']['compiler']['cc']}) -> {to_image} "
                  f"({image.compiler.cc} {image.compiler.version}), canary '{self.canary.name}'; "
-                 f"record: {self.record_file}")
+                 f"{'resumed, ' if resume else ''}record: {self.record_file}")
         new = None
 
         def build():
             nonlocal new
             if reuse_build:
                 new = self.store.build(f"{to_image}/{reuse_build}")
-                return Outcome(True, f"using the finished build {new.ref}")
+                return Outcome(True, f"using the finished build {new.ref}", {"build": new.ref})
             new = self.ops.build(image)
-            return Outcome(True, f"built {new.ref}")
+            return Outcome(True, f"built {new.ref}", {"build": new.ref})
 
         steps = [
             ("build", f"build image {to_image}", build),
@@ -154,10 +171,38 @@ class Rollout:
             ("promote", f"point the build VMs at {to_image}", lambda: self.promote(current, new, rollout_id)),
         ]
         for number, (name, title, function) in enumerate(steps, 1):
-            if not self.step(number, len(steps), name, title, function):
+            if name in kept:
+                self.say(f"== step {number} of {len(steps)}: {name}: kept from the stopped attempt: "
+                         f"{kept[name]['summary']}")
+                self.record["steps"].append(kept[name])
+            elif not self.step(number, len(steps), name, title, function):
                 return False
         self.finish("promoted", f"{new.ref} is the current image; rollback: python3 -m vm_images rollback")
         return True
+
+    def resumable(self, current, to_image, reuse_build):
+        """The passed steps a resume keeps (after build, before the failed one) and the build to use."""
+        record = self.record
+        if record.get("decision") != "stopped":
+            raise ImageError(f"rollout {record['id']} is {record.get('decision')}: only a stopped rollout resumes")
+        if (record["from"], record["to"]) != (current.ref, to_image):
+            raise ImageError(f"rollout {record['id']} went from {record['from']} to {record['to']}; now the "
+                             f"current image is {current.ref}: start a new rollout")
+        if record["canary"] != json.loads(json.dumps(self.canary.__dict__)):
+            raise ImageError(f"the canary '{self.canary.name}' changed since rollout {record['id']}: start a new rollout")
+        steps = record["steps"]
+        built = steps[0].get("details", {}).get("build") if steps and steps[0]["result"] == "passed" else None
+        if built and reuse_build and built != f"{to_image}/{reuse_build}":
+            raise ImageError(f"rollout {record['id']} tested {built}, not {to_image}/{reuse_build}")
+        if not (built or reuse_build):
+            raise ImageError(f"rollout {record['id']} names no finished build of {to_image}: "
+                             f"pass the one it used with --build")
+        kept = {}
+        for entry in steps[1:]:
+            if entry["result"] != "passed":
+                break
+            kept[entry["step"]] = entry
+        return kept, reuse_build or built.split("/", 1)[1]
 
     def step(self, number, total, name, title, function):
         self.say(f"== step {number} of {total}: {name}: {title}")
