@@ -78,16 +78,19 @@ class ImageOperations:
         """Compare baseline and canary inside the new image."""
         from vm_images import chroot
         from vm_images.checks import OUT_IN_IMAGE, run_pgo
-        log = folder / "gate.log"
+        # one log and report per attempt: a resumed rollout's gate keeps the stopped one's
+        attempt = f"gate-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        log = folder / f"{attempt}.log"
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
-                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/bench",
+                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/{attempt}",
                                      *canary.bench_options, "--min-speedup", str(canary.min_speedup)],
                              folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
             if result.returncode not in (0, 1):
                 raise ImageError(f"pgo bench could not run (status {result.returncode}; log: {log})")
-            verdict = "passed" if result.ok else "failed: the canary is slower than the current image's build"
-            return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / 'bench'})",
+            verdict = ("passed" if result.ok else f"failed: the canary's build is not shown to be at least "
+                       f"{canary.min_speedup:g}x as fast as the current image's, or is measurably slower")
+            return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / attempt})",
                            {"tail": result.tail})
         outputs = {}
         user = build.manifest["definition"]["worker"]["user"]

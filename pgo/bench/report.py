@@ -18,7 +18,7 @@ def number(value, digits=1):
 def render(result, figures):
     s, a, verdict = result["settings"], result["analysis"], result["verdict"]
     lines = [
-        "# Benchmark: PGO candidate (B) vs plain baseline (A)",
+        "# Benchmark: candidate (B) vs baseline (A)",
         "",
         f"**Verdict: {'PASS' if verdict['passed'] else 'FAIL'}** "
         f"(minimum single-thread speedup {verdict['min_speedup']:g}, judged on the lower bound "
