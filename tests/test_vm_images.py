@@ -129,7 +129,6 @@ def test_bench_options_leave_the_gate_to_the_rollout(data, options, message):
     assert message in str(e.value)
 
 
-
 def test_building_an_unknown_image_fails_before_anything_starts(tmp_path):
     result = run_cli("--images", tmp_path, "build", "gcc99", check=1)
     assert result.stderr.strip() == "vm_images: error: unknown image 'gcc99' (known: gcc11, gcc12)"
@@ -349,7 +348,7 @@ def test_a_real_image_builds_and_passes_its_test_inside(tmp_path):
 
 
 def test_a_stopped_rollout_resumes_with_its_passed_steps_kept(on_gcc11):
-    promoted, first, record, _ = roll(on_gcc11, fail=["gate"])
+    promoted, _, record, _ = roll(on_gcc11, fail=["gate"])
     assert not promoted and record["steps"][0]["details"]["build"] == "gcc12/20250201T000000Z"
     ops, lines = ScriptedOperations(on_gcc11), []
     rollout = Rollout(on_gcc11, ops, definition.canary("fixture"), say=lines.append)
@@ -367,8 +366,11 @@ def test_a_stopped_rollout_resumes_with_its_passed_steps_kept(on_gcc11):
 
 def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
     _, _, stopped, _ = roll(on_gcc11, fail=["canary"])
-    def resume(store=on_gcc11, canary="fixture", **kwargs):
-        Rollout(store, ScriptedOperations(store), definition.canary(canary)).run("gcc12", resume=stopped["id"], **kwargs)
+
+    def resume(canary="fixture", **kwargs):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary(canary)).run(
+            "gcc12", resume=stopped["id"], **kwargs)
+
     with pytest.raises(ImageError, match="tested gcc12/20250201T000000Z, not gcc12/20990101T000000Z"):
         resume(reuse_build="20990101T000000Z")
     with pytest.raises(ImageError, match="the canary 'minimal' changed since rollout"):
@@ -376,13 +378,12 @@ def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
     resume()
     with pytest.raises(ImageError, match="is promoted: only a stopped rollout resumes"):
         resume()
+    record = on_gcc11.rollouts / stopped["id"] / "rollout.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "decision": "stopped"}))
     with pytest.raises(ImageError, match="now the current image is gcc12/20250201T000000Z: start a new rollout"):
-        on_gcc11.point_to(on_gcc11.build("gcc12/20250201T000000Z"), "again")
-        record = on_gcc11.rollouts / stopped["id"] / "rollout.json"
-        record.write_text(json.dumps({**json.loads(record.read_text()), "decision": "stopped"}))
         resume()
 
 
-def test_resume_of_an_unknown_rollout_is_refused(tmp_path, on_gcc11):
+def test_resume_of_an_unknown_rollout_is_refused(on_gcc11):
     result = run_cli("--images", on_gcc11.root, "rollout", "--resume", "20990101T000000Z-gcc11-to-gcc12", check=1)
     assert "rollout 20990101T000000Z-gcc11-to-gcc12" in result.stderr and "Traceback" not in result.stderr

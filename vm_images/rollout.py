@@ -127,7 +127,7 @@ class Rollout:
         if from_image and current.image != from_image:
             raise ImageError(f"the current image is {current.ref}, not {from_image}: nothing to roll out from")
         image = definition.image(to_image)
-        kept = []
+        kept = {}
         if resume:
             folder = self.store.rollouts / resume
             self.record = read_json(folder / "rollout.json", f"rollout {resume}")
