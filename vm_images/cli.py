@@ -1,11 +1,12 @@
 """vm_images: build-VM images with pinned compilers, their tests, and the compiler upgrade rollout.
 
     python3 -m vm_images validate                       check vm_images/images.toml
-    python3 -m vm_images build gcc12                    build an image (root, ~10 min)
+    python3 -m vm_images build gcc12                    build an image (root, ~3 min)
     python3 -m vm_images test gcc12                     pinned compiler + fixture pipeline inside it
     python3 -m vm_images diff gcc12/BUILD1 gcc12/BUILD2 what changed between two builds
     python3 -m vm_images promote gcc11                  make an image current (first setup)
     python3 -m vm_images rollout --to gcc12             build, test, canary, then promote
+    python3 -m vm_images rollout --resume ROLLOUT       a stopped rollout again, its passed steps kept
     python3 -m vm_images rollback                       back to the previous image
     python3 -m vm_images status                         the current image and its history
 """
