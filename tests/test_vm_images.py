@@ -4,6 +4,7 @@ decisions. The rollout's logic, store and pointer are real; only the slow extern
 and testing a real image takes minutes and root: set VM_IMAGES_REAL=1 to run that too."""
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -359,7 +360,8 @@ def test_a_stopped_rollout_resumes_with_its_passed_steps_kept(on_gcc11):
         ("build", "passed"), ("test", "passed"), ("canary", "passed"), ("baseline", "passed"),
         ("gate", "passed"), ("promote", "passed")]
     assert resumed["decision"] == "promoted" and resumed["steps"][2] == record["steps"][2]
-    assert resumed["attempts"] == [{k: record[k] for k in ("steps", "decision", "reason", "started", "finished")}]
+    assert resumed["attempts"] == [{k: record[k] for k in ("canary", "steps", "decision", "reason", "started",
+                                                            "finished")}]
     assert "== step 3 of 6: canary: kept from the stopped attempt: canary passed" in "\n".join(lines)
     assert on_gcc11.pointer()["current"]["image"] == "gcc12"
 
@@ -373,8 +375,11 @@ def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
 
     with pytest.raises(ImageError, match="tested gcc12/20250201T000000Z, not gcc12/20990101T000000Z"):
         resume(reuse_build="20990101T000000Z")
-    with pytest.raises(ImageError, match="the canary 'minimal' changed since rollout"):
+    with pytest.raises(ImageError, match="the canary's name changed since rollout .*: start a new rollout"):
         resume(canary="minimal")
+    with pytest.raises(ImageError, match="the canary's version changed since rollout"):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), dataclasses.replace(definition.canary("fixture"), version="1.0.1")
+                ).run("gcc12", resume=stopped["id"])
     resume()
     with pytest.raises(ImageError, match="is promoted: only a stopped rollout resumes"):
         resume()
@@ -387,3 +392,14 @@ def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
 def test_resume_of_an_unknown_rollout_is_refused(on_gcc11):
     result = run_cli("--images", on_gcc11.root, "rollout", "--resume", "20990101T000000Z-gcc11-to-gcc12", check=1)
     assert "rollout 20990101T000000Z-gcc11-to-gcc12" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_resume_may_measure_with_corrected_gate_settings(on_gcc11):
+    _, _, stopped, _ = roll(on_gcc11, fail=["gate"])
+    corrected = dataclasses.replace(definition.canary("fixture"), compare=("bin/fixture", "train", "--twice"))
+    ops = ScriptedOperations(on_gcc11)
+    assert Rollout(on_gcc11, ops, corrected).run("gcc12", resume=stopped["id"])
+    assert ops.calls == ["gate"]
+    record = json.loads((on_gcc11.rollouts / stopped["id"] / "rollout.json").read_text())
+    assert record["canary"]["compare"] == ["bin/fixture", "train", "--twice"]
+    assert record["attempts"][0]["canary"]["compare"] == ["bin/fixture", "train"]

@@ -27,6 +27,10 @@ from vm_images import ImageError, definition
 from vm_images.store import now, read_json, write_json
 
 
+# What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
+CANARY_BUILD_SETTINGS = ("name", "version", "config", "source")
+
+
 @dataclass
 class Outcome:
     passed: bool
@@ -138,9 +142,10 @@ class Rollout:
                 raise ImageError(f"{current.ref} is already the current image")
         if resume:
             rollout_id = resume
-            earlier = {k: self.record.pop(k) for k in ("steps", "decision", "reason", "started", "finished")}
+            earlier = {k: self.record.pop(k) for k in ("canary", "steps", "decision", "reason", "started", "finished")}
             self.record.setdefault("attempts", []).append(earlier)
-            self.record.update(steps=[], decision="running", started=now())
+            # the gate's settings may have changed since (the builds do not depend on them)
+            self.record.update(canary=self.canary.__dict__, steps=[], decision="running", started=now())
         else:
             rollout_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{current.image}-to-{to_image}"
             folder = self.store.rollouts / rollout_id
@@ -191,8 +196,10 @@ class Rollout:
         if (record["from"], record["to"]) != (current.ref, to_image):
             raise ImageError(f"rollout {record['id']} went from {record['from']} to {record['to']}; now the "
                              f"current image is {current.ref}: start a new rollout")
-        if record["canary"] != json.loads(json.dumps(self.canary.__dict__)):
-            raise ImageError(f"the canary '{self.canary.name}' changed since rollout {record['id']}: start a new rollout")
+        changed = [k for k in CANARY_BUILD_SETTINGS if record["canary"].get(k) != getattr(self.canary, k)]
+        if changed:
+            raise ImageError(f"the canary's {changed[0]} changed since rollout {record['id']}, so its builds "
+                             "do not apply: start a new rollout")
         steps = record["steps"]
         built = steps[0].get("details", {}).get("build") if steps and steps[0]["result"] == "passed" else None
         if built and reuse_build and built != f"{to_image}/{reuse_build}":
