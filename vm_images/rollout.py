@@ -19,7 +19,6 @@ with no second record that could disagree with the pointer, and a rollback makes
 profiles reusable again by the same rule.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 
