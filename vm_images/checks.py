@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
-from vm_images.store import now, read_json, write_json
+from vm_images.store import now, read_json, stamp, write_json
 
 REPO_IN_IMAGE = "/srv/pgo"
 OUT_IN_IMAGE = "/srv/out"
@@ -84,8 +84,8 @@ def test_image(build, store, say=print):
     user = manifest["definition"]["worker"]["user"]
     folder = build.path / "tests"
     folder.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    log = folder / f"{stamp}.log"
+    started_at = stamp()
+    log = folder / f"{started_at}.log"
     scratch = store.scratch(f"test-{build.image}-{build.build_id}")
     report = Report(build.ref)
     say(f"testing {build.ref} inside its root filesystem (log: {log})")
@@ -177,11 +177,11 @@ def test_image(build, store, say=print):
             reached, console = boot.boot(build, scratch_vm)
         finally:
             shutil.rmtree(scratch_vm, ignore_errors=True)
-        (folder / f"{stamp}-console.log").write_text(console)
+        (folder / f"{started_at}-console.log").write_text(console)
         console = ANSI_ESCAPE.sub("", console)
         failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)
         if not reached:
-            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {folder / f'{stamp}-console.log'})"
+            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {folder / f'{started_at}-console.log'})"
         if failed_units:
             return False, f"booted, but units failed: {', '.join(failed_units)}"
         kernel = re.search(r"Linux version (\S+)", console)
@@ -195,7 +195,7 @@ def test_image(build, store, say=print):
     check("fixture PGO pipeline", fixture_pipeline)
     check("benchmark gate tools", benchmark)
     check("boots as a VM", boots)
-    write_json(folder / f"{stamp}.json", {"build": build.ref, "tested_at": now(), "passed": report.passed,
+    write_json(folder / f"{started_at}.json", {"build": build.ref, "tested_at": now(), "passed": report.passed,
                                           "checks": [asdict(c) for c in report.checks]})
     say(f"{build.ref}: {'PASSED' if report.passed else 'FAILED'}: {report.summary}")
     return report

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from vm_images import ImageError, definition
-from vm_images.store import now, read_json, write_json
+from vm_images.store import now, read_json, stamp, write_json
 
 
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
@@ -82,7 +82,7 @@ class ImageOperations:
         from vm_images import chroot
         from vm_images.checks import OUT_IN_IMAGE, run_pgo
         # one log and report per attempt: a resumed rollout's gate keeps the stopped one's
-        attempt = f"gate-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        attempt = f"gate-{stamp()}"
         log = folder / f"{attempt}.log"
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
@@ -146,7 +146,7 @@ class Rollout:
             # the gate's settings may have changed since (the builds do not depend on them)
             self.record.update(canary=self.canary.__dict__, steps=[], decision="running", started=now())
         else:
-            rollout_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{current.image}-to-{to_image}"
+            rollout_id = f"{stamp()}-{current.image}-to-{to_image}"
             folder = self.store.rollouts / rollout_id
             folder.mkdir(parents=True)
             self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,

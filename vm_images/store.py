@@ -25,6 +25,11 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def stamp():
+    """The time as a name: build ids, rollout ids, test and gate runs (BUILD_ID_RE)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
 def write_json(path, data):
     """Readers see the old file or the new one, never half of one."""
     path = Path(path)
@@ -78,7 +83,7 @@ class Store:
 
     # builds
     def new_build_dir(self, image):
-        build_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        build_id = stamp()
         final = self.root / image / build_id
         partial = self.root / image / f".{build_id}.partial"
         if final.exists() or partial.exists():
