@@ -9,6 +9,7 @@ The results go to <build>/tests/<time>.json.
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,16 @@ def test_image(build, store, say=print):
         report.checks.append(Check(name, passed, detail, round(time.monotonic() - started, 1), skipped))
         say(f"  {'SKIP' if skipped else 'PASS' if passed else 'FAIL'} {name}: {detail}")
 
+    @contextmanager
+    def throwaway(suffix):
+        """A folder beside the scratch overlay for one check, removed before and after it."""
+        path = scratch.with_name(f"{scratch.name}-{suffix}")
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
     def in_image(argv):
         return chroot.run(build.rootfs, argv, log, user=user, scratch=scratch)
 
@@ -135,9 +146,7 @@ def test_image(build, store, say=print):
         return ok, f"buildbot-worker {found.group(1) if found else 'not runnable'} (pinned {expected}) as {user}"
 
     def fixture_pipeline():
-        out = scratch.with_name(scratch.name + "-out")
-        shutil.rmtree(out, ignore_errors=True)
-        try:
+        with throwaway("out") as out:
             result = run_pgo(build, ["build", "--version", "1.0.0", "--config", "fixture",
                                      "--source", "tests/fixture", "--workdir", f"{OUT_IN_IMAGE}/w",
                                      "--cc", compiler["cc"], "--cxx", compiler["cxx"]], out, log, scratch)
@@ -148,13 +157,9 @@ def test_image(build, store, say=print):
             ok = info["compiler"]["version"] == compiler["version"] and info["pgo"] == "on" and use["hot_coverage"] > 0
             return ok, (f"PGO build with {info['compiler']['cc']} {info['compiler']['version']}, profile "
                         f"{use['profile_id']} used on {use['hot_coverage']:.0%} of hot objects")
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
 
     def benchmark():
-        out = scratch.with_name(scratch.name + "-bench")
-        shutil.rmtree(out, ignore_errors=True)
-        try:
+        with throwaway("bench") as out:
             sysbench = in_image(["sysbench", "--version"])
             if not sysbench.ok:
                 return False, f"sysbench does not run: {sysbench.tail[-200:]}"
@@ -165,18 +170,13 @@ def test_image(build, store, say=print):
                 return False, f"pgo bench --from-result failed with status {result.returncode}: {result.tail[-300:]}"
             libraries = ", ".join(f"{p} {manifest['packages'].get(p, 'missing')}" for p in BENCH_LIBRARIES)
             return True, f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} ({libraries})"
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
 
     def boots():
         missing = boot.emulator_missing()
         if missing:
             raise SkipCheck(f"not booted here: {missing}")
-        scratch_vm = scratch.with_name(scratch.name + "-vm")
-        try:
+        with throwaway("vm") as scratch_vm:
             reached, console = boot.boot(build, scratch_vm)
-        finally:
-            shutil.rmtree(scratch_vm, ignore_errors=True)
         (folder / f"{started_at}-console.log").write_text(console)
         console = ANSI_ESCAPE.sub("", console)
         failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)

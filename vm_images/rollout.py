@@ -131,21 +131,19 @@ class Rollout:
             raise ImageError(f"the current image is {current.ref}, not {from_image}: nothing to roll out from")
         image = definition.image(to_image)
         kept = {}
-        if resume:
-            folder = self.store.rollouts / resume
+        if resume:     # nothing is written before the checks below passed
+            rollout_id, folder = resume, self.store.rollouts / resume
             self.record = read_json(folder / "rollout.json", f"rollout {resume}")
             kept, reuse_build = self.resumable(current, to_image, reuse_build)
-        if reuse_build:
-            self.store.build(f"{to_image}/{reuse_build}")      # fails now, not after an hour
-            if f"{to_image}/{reuse_build}" == current.ref:
-                raise ImageError(f"{current.ref} is already the current image")
-        if resume:
-            rollout_id = resume
             earlier = {k: self.record.pop(k) for k in ("canary", "steps", "decision", "reason", "started", "finished")}
             self.record.setdefault("attempts", []).append(earlier)
             # the gate's settings may have changed since (the builds do not depend on them)
             self.record.update(canary=self.canary.__dict__, steps=[], decision="running", started=now())
-        else:
+        if reuse_build:
+            self.store.build(f"{to_image}/{reuse_build}")      # fails now, not after an hour
+            if f"{to_image}/{reuse_build}" == current.ref:
+                raise ImageError(f"{current.ref} is already the current image")
+        if not resume:
             rollout_id = f"{stamp()}-{current.image}-to-{to_image}"
             folder = self.store.rollouts / rollout_id
             folder.mkdir(parents=True)
