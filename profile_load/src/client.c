@@ -362,7 +362,7 @@ int client_connect(struct client *c, const struct target *t, enum api api, int s
     unsigned timeout = 10;
     mysql_options(c->mysql, MYSQL_OPT_PROTOCOL, &protocol);
     mysql_options(c->mysql, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
-    mysql_options(c->mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(c->mysql, MYSQL_SET_CHARSET_NAME, t->charset ? t->charset : "utf8mb4");
 
     MYSQL *connected;
     if (api == API_NONBLOCKING) {

@@ -13,6 +13,7 @@ struct target {
     const char *user;
     const char *password;
     const char *database; /* NULL: none */
+    const char *charset;  /* connection character set; NULL: utf8mb4 */
 };
 
 enum param_type { PARAM_INT, PARAM_TEXT };
@@ -45,6 +46,13 @@ struct client {
     long long statements;
     uint64_t digest; /* FNV-1a over every template and parameter run */
 };
+
+/* Parameters and error flow for client_exec(): run(..., PARAMS(P_INT(7), P_TEXT("x"))). */
+#define P_INT(v) ((struct param){.type = PARAM_INT, .i = (v)})
+#define P_TEXT(v) ((struct param){.type = PARAM_TEXT, .s = (v)})
+#define PARAMS(...) (const struct param[]){__VA_ARGS__}, \
+    (int)(sizeof((const struct param[]){__VA_ARGS__}) / sizeof(struct param))
+#define TRY(call) do { int rc_ = (call); if (rc_ != EXIT_OK) return rc_; } while (0)
 
 /* Return EXIT_OK, or EXIT_SERVER after printing why (with "server died" when it vanished). */
 int client_connect(struct client *c, const struct target *t, enum api api, int had_connected);

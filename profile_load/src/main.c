@@ -9,6 +9,7 @@
 #include "matrix.h"
 #include "options.h"
 #include "server.h"
+#include "steady.h"
 #include "workload.h"
 
 struct tally {
@@ -79,7 +80,8 @@ static int run_matrix(const struct options *o, const struct target *server,
     return EXIT_OK;
 }
 
-static long long print_table(struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT])
+static long long print_table(struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT],
+                             const struct steady_result *steady)
 {
     long long total = 0;
     printf("\n%-8s %-10s %-12s %12s\n", "engine", "binlog", "api", "statements");
@@ -93,13 +95,17 @@ static long long print_table(struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][AP
                        api_names[a], t->statements);
                 total += t->statements;
             }
+    if (steady->transactions) {
+        printf("%-32s %12lld\n", "steady state", steady->statements);
+        total += steady->statements;
+    }
     printf("%-32s %12lld\n", "total", total);
     return total;
 }
 
 static int write_report(const char *path, const struct options *o,
                         struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT],
-                        long long total, double seconds)
+                        const struct steady_result *steady, long long total, double seconds)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -122,8 +128,10 @@ static int write_report(const char *path, const struct options *o,
                         (unsigned long long)t->digest);
                 separator = ",\n";
             }
-    fprintf(f, "\n  ],\n  \"total_statements\": %lld,\n  \"seconds\": %.1f\n}\n", total,
-            seconds);
+    fprintf(f, "\n  ],\n  \"steady\": {\"transactions\": %lld, \"rows\": %d, \"statements\": %lld,"
+               " \"digest\": \"%016llx\"},\n", steady->transactions, o->steady_rows,
+            steady->statements, (unsigned long long)steady->digest);
+    fprintf(f, "  \"total_statements\": %lld,\n  \"seconds\": %.1f\n}\n", total, seconds);
     if (fclose(f) != 0) {
         perror(path);
         return EXIT_WORKLOAD;
@@ -144,9 +152,9 @@ int main(int argc, char **argv)
         return EXIT_WORKLOAD;
     }
     static struct server server;
-    struct target target = {o.socket, o.user, o.password, NULL};
+    struct target target = {o.socket, o.user, o.password, NULL, NULL};
     if (o.basedir) {
-        rc = server_init(&server, o.basedir, o.workdir);
+        rc = server_init(&server, o.basedir, o.workdir, o.setup_counters);
         if (rc == EXIT_OK)
             rc = server_install(&server);
         if (rc == EXIT_OK)
@@ -161,9 +169,12 @@ int main(int argc, char **argv)
     }
 
     static struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT];
+    static struct steady_result steady;
     rc = workload_prepare(&target, wants_binlog(&o));
     if (rc == EXIT_OK)
         rc = run_matrix(&o, &target, tallies);
+    if (rc == EXIT_OK && o.steady_transactions > 0)
+        rc = steady_run(&target, o.seed, o.steady_transactions, o.steady_rows, &steady);
     if (rc == EXIT_OK)
         rc = workload_cleanup(&target);
 
@@ -175,11 +186,11 @@ int main(int argc, char **argv)
         else if (rc != EXIT_OK)
             server_print_log_tail(&server);
     }
-    long long total = print_table(tallies);
+    long long total = print_table(tallies, &steady);
     double seconds = now() - started;
     printf("%s after %.1f s\n", rc == EXIT_OK ? "done" : "FAILED", seconds);
     if (rc == EXIT_OK && o.report)
-        rc = write_report(o.report, &o, tallies, total, seconds);
+        rc = write_report(o.report, &o, tallies, &steady, total, seconds);
     if (o.basedir) {
         if (rc == EXIT_OK)
             server_remove_workdir(&server);

@@ -28,12 +28,19 @@ static void usage(FILE *out)
         "  --rows N          customers per pass (default %d)\n"
         "  --passes N        runs through the whole matrix (default %d)\n"
         "  --seed N          seed of the statement stream (default %d)\n"
+        "  --steady-transactions N  transactions of the steady-state phase, on long-lived\n"
+        "                    connections after the matrix; 0: none (default %d)\n"
+        "  --steady-rows N   accounts per table of the steady-state phase (default %d)\n"
+        "  --setup-counters DIR  where the bootstrap (mariadb-install-db) of an instrumented\n"
+        "                    server writes its profile counters, so that they stay out of\n"
+        "                    the training's profile (default: WORKDIR/setup-counters)\n"
         "  --report FILE     write the statement counts as JSON\n"
         "  --help, --version\n"
         "\n"
         "Exit codes: 0 ok, 1 workload/SQL failure, 2 usage error, 3 server failure (install,\n"
         "start, connect, server died, unclean shutdown).\n",
-        DEFAULT_ROWS, DEFAULT_PASSES, DEFAULT_SEED);
+        DEFAULT_ROWS, DEFAULT_PASSES, DEFAULT_SEED, DEFAULT_STEADY_TRANSACTIONS,
+        DEFAULT_STEADY_ROWS);
 }
 
 static int usage_error(const char *format, const char *value)
@@ -71,14 +78,16 @@ static int parse_list(const char *option, const char *list, const char *const *n
     return rc;
 }
 
-static int parse_count(const char *option, const char *text, long long max, long long *value)
+static int parse_count(const char *option, const char *text, long long min, long long max,
+                       long long *value)
 {
     char *end;
     errno = 0;
     long long parsed = strtoll(text, &end, 10);
-    if (errno || end == text || *end || parsed < 1 || parsed > max) {
-        fprintf(stderr, "profile_load: %s needs a whole number from 1 to %lld, not '%s'\n"
-                        "Try 'profile_load --help' for more information.\n", option, max, text);
+    if (errno || end == text || *end || parsed < min || parsed > max) {
+        fprintf(stderr, "profile_load: %s needs a whole number from %lld to %lld, not '%s'\n"
+                        "Try 'profile_load --help' for more information.\n", option, min, max,
+                text);
         return EXIT_USAGE;
     }
     *value = parsed;
@@ -88,7 +97,7 @@ static int parse_count(const char *option, const char *text, long long max, long
 int parse_options(int argc, char **argv, struct options *o)
 {
     enum { BASEDIR = 256, WORKDIR, SOCKET, USER, PASSWORD, ENGINES, BINLOG, APIS, ROWS, PASSES,
-           SEED, REPORT, HELP, VERSION };
+           SEED, REPORT, STEADY_TRANSACTIONS, STEADY_ROWS, SETUP_COUNTERS, HELP, VERSION };
     static const struct option longopts[] = {
         {"basedir", required_argument, NULL, BASEDIR},
         {"workdir", required_argument, NULL, WORKDIR},
@@ -102,6 +111,9 @@ int parse_options(int argc, char **argv, struct options *o)
         {"passes", required_argument, NULL, PASSES},
         {"seed", required_argument, NULL, SEED},
         {"report", required_argument, NULL, REPORT},
+        {"steady-transactions", required_argument, NULL, STEADY_TRANSACTIONS},
+        {"steady-rows", required_argument, NULL, STEADY_ROWS},
+        {"setup-counters", required_argument, NULL, SETUP_COUNTERS},
         {"help", no_argument, NULL, HELP},
         {"version", no_argument, NULL, VERSION},
         {NULL, 0, NULL, 0}};
@@ -113,6 +125,8 @@ int parse_options(int argc, char **argv, struct options *o)
     o->rows = DEFAULT_ROWS;
     o->passes = DEFAULT_PASSES;
     o->seed = DEFAULT_SEED;
+    o->steady_transactions = DEFAULT_STEADY_TRANSACTIONS;
+    o->steady_rows = DEFAULT_STEADY_ROWS;
 
     opterr = 0; /* our own message, with the usage hint */
     int c;
@@ -133,11 +147,11 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case APIS: rc = parse_list("--apis", optarg, api_names, API_COUNT, o->apis); break;
         case ROWS:
-            if ((rc = parse_count("--rows", optarg, 1000000, &value)) == EXIT_OK)
+            if ((rc = parse_count("--rows", optarg, 1, 1000000, &value)) == EXIT_OK)
                 o->rows = (int)value;
             break;
         case PASSES:
-            if ((rc = parse_count("--passes", optarg, 10000, &value)) == EXIT_OK)
+            if ((rc = parse_count("--passes", optarg, 1, 10000, &value)) == EXIT_OK)
                 o->passes = (int)value;
             break;
         case SEED: {
@@ -149,6 +163,15 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         }
         case REPORT: o->report = optarg; break;
+        case STEADY_TRANSACTIONS:
+            if ((rc = parse_count("--steady-transactions", optarg, 0, 10000000, &value)) == EXIT_OK)
+                o->steady_transactions = (int)value;
+            break;
+        case STEADY_ROWS:
+            if ((rc = parse_count("--steady-rows", optarg, 100, 10000000, &value)) == EXIT_OK)
+                o->steady_rows = (int)value;
+            break;
+        case SETUP_COUNTERS: o->setup_counters = optarg; break;
         case HELP: usage(stdout); return -1;
         case VERSION: printf("profile_load workload version %s\n", PROFILE_LOAD_VERSION); return -1;
         case ':':
@@ -167,6 +190,8 @@ int parse_options(int argc, char **argv, struct options *o)
         return usage_error("%s", "--user and --password go with --socket only");
     if (o->socket && o->workdir)
         return usage_error("%s", "--workdir goes with --basedir only");
+    if (o->socket && o->setup_counters)
+        return usage_error("%s", "--setup-counters goes with --basedir only");
     if (!o->user)
         o->user = "root";
     if (!o->password)

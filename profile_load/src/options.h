@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "matrix.h"
+#include "steady.h"
 
 #define DEFAULT_ROWS 200
 #define DEFAULT_PASSES 1
@@ -23,6 +24,9 @@ struct options {
     int passes;
     uint64_t seed;
     const char *report;
+    int steady_transactions;
+    int steady_rows;
+    const char *setup_counters; /* lifecycle mode: GCOV_PREFIX of the bootstrap */
 };
 
 /* Returns EXIT_OK to go on, EXIT_USAGE after a message, or -1 when --help or --version

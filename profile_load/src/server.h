@@ -19,11 +19,15 @@ struct server {
     char socket[PATH_MAX];
     char error_log[PATH_MAX];
     char install_log[PATH_MAX];
+    char setup_counters[PATH_MAX]; /* GCOV_PREFIX of the bootstrap */
     pid_t pid; /* 0 when not running */
 };
 
 /* Each returns EXIT_OK or EXIT_SERVER (EXIT_USAGE for a bad --basedir) after printing why. */
-int server_init(struct server *s, const char *basedir, const char *workdir);
+/* setup_counters: where an instrumented bootstrap writes its counters (NULL: in the
+   work directory), so that they stay out of the training's profile. */
+int server_init(struct server *s, const char *basedir, const char *workdir,
+                const char *setup_counters);
 int server_install(struct server *s);
 int server_start(struct server *s);
 int server_stop(struct server *s);

@@ -33,11 +33,6 @@ struct pass {
     long long changes;     /* makes every UPDATE write a value the row does not have */
 };
 
-#define P_INT(v) ((struct param){.type = PARAM_INT, .i = (v)})
-#define P_TEXT(v) ((struct param){.type = PARAM_TEXT, .s = (v)})
-#define PARAMS(...) (const struct param[]){__VA_ARGS__}, \
-    (int)(sizeof((const struct param[]){__VA_ARGS__}) / sizeof(struct param))
-#define TRY(call) do { int rc_ = (call); if (rc_ != EXIT_OK) return rc_; } while (0)
 
 static int run(struct pass *p, struct outcome *out, const char *sql, const struct param *params,
                int nparams)
