@@ -17,6 +17,9 @@ class Product:
     train: tuple[tuple[str, ...], ...]
     debian_source: str | None = None
     train_report: str | None = None
+    # Folder (in the training directory) where the training puts the counters of its setup
+    # runs, kept out of the profile; the check reports their share.
+    setup_counters: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ def product(name, data=None):
             train=tuple(tuple(cmd) for cmd in p["train"]),
             debian_source=p.get("debian_source"),
             train_report=p.get("train_report"),
+            setup_counters=p.get("setup_counters"),
         )
     except KeyError as e:
         raise PipelineError(f"product '{name}' lacks the setting {e}") from e

@@ -121,8 +121,10 @@ def train(ctx, log):
 
 
 def check_profile(ctx, log):
+    setup = ctx.workdir.train / ctx.product.setup_counters if ctx.product.setup_counters else None
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
-                            ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version))
+                            ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version),
+                            setup_dir=setup if setup and setup.is_dir() else None)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
@@ -138,6 +140,26 @@ def describe_check(figures):
     for directory, hot in figures["hot_dirs"].items():
         yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
                f"{hot['functions_run']} of their {hot['functions']} functions ran")
+    if "quality" in figures:
+        yield describe_quality(figures["quality"])
+
+
+def describe_quality(q):
+    """One line of what decides the gain: the Buildbot check step's summary."""
+    top = q["largest"][0] if q["largest"] else None
+    largest = (f"largest counter {si(top['sum_max'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
+               if top else "no counters")
+    setup = f"; setup kept out: {q['setup_share']:.0%} of counts" if q.get("setup_share") is not None else ""
+    return (f"quality: {q['runs']} runs; {largest}; {q['hot_functions']} of {q['functions_run']} "
+            f"trained functions hot ({q['hot_share']:.0%}){setup}")
+
+
+def si(count):
+    """12345678 -> '12.3M': counters span nine orders of magnitude."""
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if count >= factor:
+            return f"{count / factor:.1f}{unit}"
+    return str(count)
 
 
 def build_optimized(ctx, log):

@@ -48,47 +48,90 @@ def profile_id(profile_dir, version):
     return f"{version}-{digest.hexdigest()[:12]}"
 
 
-def functions_run(gcda_paths, gcov_dump="gcov-dump"):
-    """(functions, functions the training ran) in these .gcda files, read with gcov-dump.
+# GCC's --param hot-bb-count-fraction: without LTO a block is hot when its count reaches
+# the object's sum_max (its largest counter, summed over the runs) divided by this.
+HOT_BB_COUNT_FRACTION = 10000
 
-    A function ran when its first-execution timestamp (time_profiler) is set;
-    object counts alone cannot tell a thorough training from one that merely
-    started the server.
+
+def read_counters(gcda_paths, gcov_dump="gcov-dump"):
+    """Per .gcda, what GCC decides hotness from, read with `gcov-dump -l`.
+
+    {path: {"runs", "sum_max", "total", "functions": [(hottest counter, ran), ...]}}: runs and
+    sum_max are the object's summary; total is the sum of its arc counters; a function ran when
+    its first-execution timestamp (time_profiler) is set, and its hottest counter is the largest
+    of its arc counters (an object counts only what it compiled, so the sizes are comparable).
     """
-    if not gcda_paths:
-        return 0, 0
-    result = subprocess.run([gcov_dump, *map(str, gcda_paths)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
-    timers = [line for line in result.stdout.splitlines() if ":COUNTERS time_profiler " in line]
-    return len(timers), sum(1 for line in timers if "(all zero)" not in line)
+    counters = {}
+    for start in range(0, len(gcda_paths), 200):
+        batch = [str(p) for p in gcda_paths[start:start + 200]]
+        result = subprocess.run([gcov_dump, "-l", *batch], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
+        for path, figures in _parse_dump(result.stdout, batch):
+            counters[path] = figures
+    return counters
 
 
-def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump"):
+SUMMARY = re.compile(r"OBJECT_SUMMARY runs=(\d+), sum_max=(\d+)")
+COUNTERS = re.compile(r"COUNTERS (\w+) \d+ counts")
+VALUES = re.compile(r"^\d+:((?:\s+-?\d+)+)$")
+
+
+def _parse_dump(text, paths):
+    """Read `gcov-dump -l` output: each line starts with its file's path and a colon."""
+    by_path = {p: {"runs": 0, "sum_max": 0, "total": 0, "functions": []} for p in paths}
+    kind, hottest = None, 0
+    for line in text.splitlines():
+        path, _, rest = line.partition(":")
+        figures = by_path.get(path)
+        if figures is None:
+            continue
+        rest = rest.strip()
+        if kind and (row := VALUES.match(rest)):     # "0: 200000 1700000 ...": the last COUNTERS' values
+            values = [int(v) for v in row.group(1).split()]
+            if kind == "arcs":
+                hottest = max(hottest, *values)
+                figures["total"] += sum(values)
+            elif kind == "time_profiler":
+                figures["functions"].append((hottest, any(values)))
+        elif "FUNCTION ident=" in rest:
+            kind, hottest = None, 0
+        elif counters := COUNTERS.search(rest):
+            kind = counters.group(1)
+        elif summary := SUMMARY.search(rest):
+            figures["runs"], figures["sum_max"] = int(summary.group(1)), int(summary.group(2))
+    return by_path.items()
+
+
+def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setup_dir=None):
     """Count the profile's data and require data in every hot directory.
 
-    Returns the figures as a dict; raises PipelineError when there is no data
-    where there must be data.
+    Returns the figures as a dict, with the profile's quality (see quality());
+    setup_dir holds the counters of setup runs kept out of the profile, if any.
+    Raises PipelineError when there is no data where there must be data.
     """
     files = gcda_files(profile_dir)
     names = {object_of(p.name) for p in files if p.stat().st_size > 0}
     own = {n for n in names if not n.startswith("/")}
     objects = compiled_objects(build_dir)
+    counters = read_counters([p for p in files if object_of(p.name) in own], gcov_dump)
+    by_object = {object_of(Path(path).name): figures for path, figures in counters.items()}
     hot = {}
     for directory in hot_dirs:
         compiled = [o for o in objects if in_dir(o, directory)]
         profiled = [o for o in compiled if o in own]
-        functions, ran = functions_run([Path(profile_dir, o.replace("/", "#") + ".gcda") for o in profiled],
-                                       gcov_dump)
+        functions = [f for o in profiled for f in by_object[o]["functions"]]
         hot[directory] = {"objects": len(compiled), "with_profile": len(profiled),
                           "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0,
-                          "functions": functions, "functions_run": ran}
+                          "functions": len(functions), "functions_run": sum(1 for _, ran in functions if ran)}
+    setup = read_counters(sorted(Path(setup_dir).rglob("*.gcda")), gcov_dump) if setup_dir else {}
     figures = {
         "gcda_files": len(files),
         "empty_gcda_files": len(files) - len(names),
         "build_objects_with_profile": len(own),
         "build_objects": len(objects),
         "hot_dirs": hot,
+        "quality": quality(by_object, hot_dirs, sum(f["total"] for f in setup.values()) if setup_dir else None),
         "profile_id": profile_id(profile_dir, version) if files else None,
     }
     empty = [d for d, h in hot.items() if h["with_profile"] == 0]
@@ -99,6 +142,39 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump"):
         detail = ", ".join(f"{d} ({hot[d]['objects']} objects)" for d in empty)
         raise PipelineError(f"no profile data for hot objects in {detail}: the training did not reach them")
     return figures
+
+
+def hot_threshold(figures):
+    """The count from which GCC (without LTO) treats a block of this object as hot."""
+    return max(figures["sum_max"] // HOT_BB_COUNT_FRACTION, figures["runs"] + 1)
+
+
+def quality(by_object, hot_dirs, setup_counts=None):
+    """What decides the gain of a profile, per GCC's rules (docs/training-limit-10.11.18-minimal).
+
+    Without LTO, each object's hot threshold is its own largest counter (summed over the runs)
+    divided by 10000: one very hot loop in an object leaves the rest of it lukewarm, so fewer
+    call sites are inlined and less code is laid out as hot. `hot_functions` counts the trained
+    functions of the hot directories whose hottest counter reaches their object's threshold.
+    Every process run of the instrumented programs counts in `runs`; `setup_share` is the share
+    of all counts that setup runs (the bootstrap) had, kept out of the profile.
+    """
+    in_hot = {o: f for o, f in by_object.items() if any(in_dir(o, d) for d in hot_dirs)}
+    ran = [(o, hottest) for o, f in in_hot.items() for hottest, did in f["functions"] if did]
+    hot = sum(1 for o, hottest in ran if hottest >= hot_threshold(in_hot[o]))
+    largest = sorted(by_object.items(), key=lambda item: item[1]["sum_max"], reverse=True)[:5]
+    total = sum(f["total"] for f in by_object.values())
+    return {
+        "runs": max((f["runs"] for f in in_hot.values()), default=0),
+        "largest": [{"object": o, "sum_max": f["sum_max"], "runs": f["runs"], "hot_threshold": hot_threshold(f)}
+                    for o, f in largest],
+        "functions_run": len(ran),
+        "hot_functions": hot,
+        "hot_share": round(hot / len(ran), 3) if ran else 0.0,
+        "total_counts": total,
+        "setup_counts": setup_counts,
+        "setup_share": round(setup_counts / (setup_counts + total), 3) if setup_counts is not None and total else None,
+    }
 
 
 def compiler_warnings(log_text, hot_dirs):
