@@ -130,3 +130,26 @@ def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
     assert "Not measured (--rate off)" in md and "Not measured (run with --callgrind)" in md
     assert not (tmp_path / "out" / "latency.png").exists()
     assert "--rate off" in md and "--callgrind" not in md.split("## Reproduce")[1]
+
+
+def test_instructions_in_cold_parts_are_counted_from_callgrind_annotate():
+    """GCC names the out-of-line parts 'f.cold' (C) and 'f() [clone .cold]' (C++)."""
+    from pgo.bench import callgrind
+    annotated = """\
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+10,000 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+6,000 (60.00%)  ???:row_sel(sel_node_t*, que_thr_t*) [/stage/bin/mariadbd]
+2,500 (25.00%)  ???:row_sel(sel_node_t*, que_thr_t*) [clone .cold] [/stage/bin/mariadbd]
+1,000 (10.00%)  ./strings/ctype-simple.c:my_hash_sort_simple.cold [/stage/bin/mariadbd]
+  500 ( 5.00%)  ./strings/ctype-simple.c:my_hash_sort_simple [/stage/bin/mariadbd]
+"""
+    costs = callgrind.self_costs(annotated)
+    assert costs == {"row_sel(sel_node_t*, que_thr_t*)": 6000, "row_sel(sel_node_t*, que_thr_t*) [clone .cold]": 2500,
+                     "my_hash_sort_simple.cold": 1000, "my_hash_sort_simple": 500}
+    assert sum(v for k, v in costs.items() if callgrind.COLD_PART.search(k)) == 3500

@@ -85,4 +85,7 @@ def instruction_profile(profile):
         rows.setdefault("I1_miss_rate", {})[label] = profile[label]["I1mr"] / profile[label]["Ir"]
     rows["I1_miss_rate"]["ratio"] = rows["I1_miss_rate"]["B"] / rows["I1_miss_rate"]["A"]
     return {"workload": profile["A"]["workload"], "events": profile["A"]["events"],
-            "per_transaction": rows}
+            "per_transaction": rows,
+            # Results measured before the cold share was recorded have neither.
+            "cold_share": {label: profile[label].get("cold_share") for label in ("A", "B")},
+            "top": {label: profile[label].get("top") for label in ("A", "B")}}

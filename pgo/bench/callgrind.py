@@ -15,6 +15,12 @@ from pgo.bench.errors import InfraError
 
 WARMUP_EVENTS = 500
 COUNTERS = ("Ir", "I1mr", "ILmr")
+TOP_FUNCTIONS = 15
+# A callgrind_annotate row: "1,234 (12.34%)  file:function [object]".
+ANNOTATED = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+[^:]*:(.+?)(?: \[[^\]]*\])?$")
+# GCC moves the blocks a profile never saw out of line, as symbols "f.cold" (C) or
+# "f() [clone .cold]" (C++): instructions run there are paths the training missed.
+COLD_PART = re.compile(r"\.cold\b")
 
 
 def measure(server, sysbench, workload, events, out_dir):
@@ -44,7 +50,32 @@ def measure(server, sysbench, workload, events, out_dir):
         raise InfraError(f"callgrind wrote no dump for build {label}")
     totals = read_totals(dumps[-1].read_text())
     return {"workload": workload, "events": events, "file": dumps[-1].name,
-            **{name: totals[name] for name in COUNTERS}}
+            **{name: totals[name] for name in COUNTERS}, **where_it_runs(dumps[-1])}
+
+
+def where_it_runs(dump):
+    """The share of instructions in out-of-line cold parts, and the top functions by own cost."""
+    result = subprocess.run(["callgrind_annotate", "--show=Ir", "--threshold=100", "--inclusive=no", "--auto=no",
+                             str(dump)], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise InfraError(f"callgrind_annotate {dump.name} failed: {(result.stderr or result.stdout).strip()}")
+    costs = self_costs(result.stdout)
+    total = sum(costs.values()) or 1
+    top = sorted(costs.items(), key=lambda item: item[1], reverse=True)[:TOP_FUNCTIONS]
+    return {"cold_share": sum(ir for name, ir in costs.items() if COLD_PART.search(name)) / total,
+            "top": [{"function": name, "share": ir / total, "cold": bool(COLD_PART.search(name))}
+                    for name, ir in top]}
+
+
+def self_costs(annotated):
+    """{function: own instructions} from `callgrind_annotate --inclusive=no --show=Ir` output."""
+    costs = {}
+    for line in annotated.splitlines():
+        row = ANNOTATED.match(line)
+        if row and "PROGRAM TOTALS" not in line:
+            name = row.group(2).strip()
+            costs[name] = costs.get(name, 0) + int(row.group(1).replace(",", ""))
+    return costs
 
 
 def control(server, option):

@@ -115,4 +115,12 @@ def instruction_profile(cg):
         lines.append(f"| {title} | {r['A']:,.0f} | {r['B']:,.0f} | {number(r['ratio'], 3)} |")
     r = rows["I1_miss_rate"]
     lines.append(f"| I1 miss rate | {r['A']:.2%} | {r['B']:.2%} | {r['ratio']:.3f} |")
+    cold = cg.get("cold_share") or {}
+    if cold.get("B") is not None:
+        lines.append(f"| instructions in `.cold` parts | {cold['A']:.2%} | {cold['B']:.2%} | |")
+        lines += ["", "Instructions in `.cold` parts ran in blocks the profile never saw: GCC moved them "
+                  "out of line. The candidate's top functions by own instructions:", "",
+                  "| function | share | cold part |", "|---|---:|---|"]
+        lines += [f"| `{t['function'][:90]}` | {t['share']:.2%} | {'yes' if t['cold'] else ''} |"
+                  for t in cg["top"]["B"]]
     return lines + [""]
