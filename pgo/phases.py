@@ -147,7 +147,7 @@ def describe_check(figures):
 def describe_quality(q):
     """One line of what decides the gain: the Buildbot check step's summary."""
     top = q["largest"][0] if q["largest"] else None
-    largest = (f"largest counter {si(top['sum_max'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
+    largest = (f"largest counter {si(top['counter'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
                if top else "no counters")
     setup = f"; setup kept out: {q['setup_share']:.0%} of counts" if q.get("setup_share") is not None else ""
     return (f"quality: {q['runs']} runs; {largest}; {q['hot_functions']} of {q['functions_run']} "

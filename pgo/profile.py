@@ -8,6 +8,7 @@ an absolute name, which starts with '#'.
 
 import hashlib
 import re
+from collections import Counter
 import subprocess
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def profile_id(profile_dir, version):
 
 
 # GCC's --param hot-bb-count-fraction: without LTO a block is hot when its count reaches
-# the object's sum_max (its largest counter, summed over the runs) divided by this.
+# the sum_max of its object's summary divided by this (see quality()).
 HOT_BB_COUNT_FRACTION = 10000
 
 
@@ -152,22 +153,29 @@ def hot_threshold(figures):
 def quality(by_object, hot_dirs, setup_counts=None):
     """What decides the gain of a profile, per GCC's rules (docs/training-limit-10.11.18-minimal).
 
-    Without LTO, each object's hot threshold is its own largest counter (summed over the runs)
-    divided by 10000: one very hot loop in an object leaves the rest of it lukewarm, so fewer
-    call sites are inlined and less code is laid out as hot. `hot_functions` counts the trained
-    functions of the hot directories whose hottest counter reaches their object's threshold.
-    Every process run of the instrumented programs counts in `runs`; `setup_share` is the share
-    of all counts that setup runs (the bootstrap) had, kept out of the profile.
+    Without LTO, a block is hot when its count reaches the sum_max of its object's summary / 10000.
+    libgcov writes one sum_max for a whole program: the sum, over its runs, of each run's largest
+    counter anywhere in the program. So one very hot loop anywhere (a collation, a bulk load)
+    leaves the query path lukewarm: fewer call sites are inlined and less code is laid out as hot.
+    `largest` names the objects with the largest counters (`counter`), with the threshold they
+    set; `hot_functions` counts the trained functions of the hot directories whose hottest
+    counter reaches it. Every process run counts in `runs` and adds its maximum to sum_max;
+    `setup_share` is the share of all counts that setup runs (the bootstrap) had, kept out of
+    the profile.
     """
     in_hot = {o: f for o, f in by_object.items() if any(in_dir(o, d) for d in hot_dirs)}
     ran = [(o, hottest) for o, f in in_hot.items() for hottest, did in f["functions"] if did]
     hot = sum(1 for o, hottest in ran if hottest >= hot_threshold(in_hot[o]))
-    largest = sorted(by_object.items(), key=lambda item: item[1]["sum_max"], reverse=True)[:5]
+    hottest = {o: max((h for h, _ in f["functions"]), default=0) for o, f in by_object.items()}
+    largest = sorted(by_object, key=hottest.get, reverse=True)[:5]
     total = sum(f["total"] for f in by_object.values())
+    # The server's objects are most of the hot ones: their number of runs is the one that counts.
+    runs = Counter(f["runs"] for f in in_hot.values()).most_common(1)
     return {
-        "runs": max((f["runs"] for f in in_hot.values()), default=0),
-        "largest": [{"object": o, "sum_max": f["sum_max"], "runs": f["runs"], "hot_threshold": hot_threshold(f)}
-                    for o, f in largest],
+        "runs": runs[0][0] if runs else 0,
+        "largest": [{"object": o, "counter": hottest[o], "sum_max": by_object[o]["sum_max"],
+                     "runs": by_object[o]["runs"], "hot_threshold": hot_threshold(by_object[o])}
+                    for o in largest],
         "functions_run": len(ran),
         "hot_functions": hot,
         "hot_share": round(hot / len(ran), 3) if ran else 0.0,

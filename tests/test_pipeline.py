@@ -54,14 +54,15 @@ def test_profile_check_reports_what_decides_the_gain(trained):
     # One training run: the setup step's counters went to setup-counters/, not into the profile.
     assert quality["runs"] == 1
     assert quality["setup_counts"] > 0 and quality["setup_share"] < 0.01
-    # hot_digest's loop is the largest counter, in hot.c and (inlined) in main.c.
+    # hot_digest's loop is the largest counter, in hot.c and (inlined) in main.c; the program's
+    # sum_max is that counter, and so is every object's.
     largest = quality["largest"]
     assert {o["object"] for o in largest} == {"CMakeFiles/hot.dir/src/hot.c", "CMakeFiles/fixture.dir/src/main.c"}
-    assert largest[0]["sum_max"] >= largest[1]["sum_max"] > 1_000_000 and largest[0]["runs"] == 1
-    assert largest[0]["hot_threshold"] == largest[0]["sum_max"] // 10000
+    assert largest[0]["counter"] == largest[0]["sum_max"] == largest[1]["sum_max"] > 1_000_000
+    assert largest[0]["runs"] == 1 and largest[0]["hot_threshold"] == largest[0]["sum_max"] // 10000
     # main and hot_digest ran, each as hot as its object's threshold; cold_digest never ran.
     assert quality["functions_run"] == 2 and quality["hot_functions"] == 2 and quality["hot_share"] == 1.0
-    assert (f"[check] quality: 1 runs; largest counter {largest[0]['sum_max'] / 1e6:.1f}M in "
+    assert (f"[check] quality: 1 runs; largest counter {largest[0]['counter'] / 1e6:.1f}M in "
             f"{largest[0]['object']} (hot from {largest[0]['hot_threshold']}); 2 of 2 trained functions "
             "hot (100%); setup kept out: 0% of counts") in out
 
