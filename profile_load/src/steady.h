@@ -6,7 +6,7 @@
 
 #include "client.h"
 
-#define DEFAULT_STEADY_TRANSACTIONS 12000
+#define DEFAULT_STEADY_TRANSACTIONS 50000
 #define DEFAULT_STEADY_ROWS 5000
 
 struct steady_result {
