@@ -30,6 +30,11 @@ def main(argv=None):
     except PipelineError as e:
         print(f"pgo: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:
+        # A disk that filled up, a folder that went away: one line, like every other error.
+        where = f": {e.filename}" if e.filename else ""
+        print(f"pgo: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("pgo: interrupted", file=sys.stderr)
         return 130

@@ -140,6 +140,9 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
 
 @pytest.mark.parametrize("args, message", [
     (["--version", "1.0"], "invalid version '1.0'"),
+    (["--version", "1.0.0\n"], "invalid version '1.0.0\\n'"),
+    (["--version", "1.0.\u0661"], "invalid version '1.0.\u0661'"),        # ARABIC-INDIC DIGIT ONE
+    (["--version", "\uff11.0.0"], "invalid version '\uff11.0.0'"),        # FULLWIDTH DIGIT ONE
     (["--version", "2.0.0"], "is version 1.0.0, not the requested 2.0.0"),
     (["--version", "1.0.0", "--cc", "no-such-gcc"], "compiler 'no-such-gcc' not found"),
     (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
@@ -151,6 +154,30 @@ def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     assert result.returncode != 0
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tree", ["not a source tree", "another version"])
+def test_a_rejected_source_directory_is_not_copied_into_the_cache(tmp_path, pgo, tree):
+    src = tmp_path / "src"
+    if tree == "another version":
+        shutil.copytree(FIXTURE, src)
+        (src / "VERSION").write_text("2.0.0\n")
+    else:
+        src.mkdir()
+        (src / "big-file").write_bytes(b"\0" * 4096)
+    cache = tmp_path / "cache"
+    result = pgo(*BUILD[:-1], src, "--workdir", tmp_path / "w", "--cache", cache, check=False)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert not cache.exists() or not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_an_os_error_in_a_phase_is_one_line(tmp_path, pgo):
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    (workdir / "logs").write_text("a file where the logs folder goes\n")
+    result = pgo(*BUILD, "--workdir", workdir, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"pgo: error: File exists: {workdir / 'logs'}"]
 
 
 def test_source_that_is_not_mariadb(tmp_path, pgo):
