@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pgo import PipelineError, profile
+from pgo import PipelineError, contract, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
-from pgo.workdir import Workdir, read_json, write_json
+from pgo.workdir import Workdir, read_json
 
 MANIFEST_FORMAT = 1
 ARCHIVE = "profile.tar.xz"
@@ -203,19 +203,17 @@ def manifest_of(workdir, kind):
         raise PipelineError(f"unknown archive kind '{kind}' (known: {', '.join(KINDS)})")
     settings = workdir.load_settings()
     config = build_config(settings.config)
-    compiler = detect(settings.cc, settings.cxx)
     profile_dir = workdir.profile(settings)
-    check = read_json(workdir.root / "profile-check.json")
-    use = read_json(workdir.root / "profile-use.json")
     files = profile.gcda_files(profile_dir)
     if not files:
         raise PipelineError(f"{profile_dir} holds no .gcda files: nothing to archive")
-    current_id = profile.profile_id(profile_dir, settings.version)
-    if current_id != check["profile_id"] or use.get("profile_id") != current_id:
-        raise PipelineError(f"the profile in {profile_dir} is {current_id}, but the check and the optimised build "
-                            f"used {check['profile_id']}: rerun the check and optimized phases first")
-    functions = readable_functions(profile_dir, files, compiler.version)
-    target = compiler_target(compiler.cc)
+    current_id = contract.trained_profile(workdir, settings)
+    check = read_json(workdir.root / contract.PROFILE_CHECK)
+    use = read_json(workdir.root / contract.PROFILE_USE)
+    # The compiler that made and used the profile, as its passed check recorded it.
+    compiler = use["identity"][contract.COMPILER_ID]
+    functions = readable_functions(profile_dir, files, compiler["version"])
+    target = compiler_target(compiler["path"])
     manifest = {
         "format": MANIFEST_FORMAT,
         "profile_id": current_id,
@@ -224,14 +222,14 @@ def manifest_of(workdir, kind):
         "version": settings.version,
         "line": version_line(settings.version),
         "config": config.name,
-        "source": read_json(workdir.root / "source.json"),
-        "compiler": {"cc": compiler.cc, "version": compiler.version, "banner": compiler.banner,
+        "source": read_json(workdir.root / contract.SOURCE_RECORD),
+        "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
         "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR")[0],
         "flags_fingerprint": fingerprint(config.cmake_args),
         "training": check.get("training"),
-        "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id")},
+        "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id", "identity")},
         "optimized": {k: use[k] for k in ("hot_objects", "hot_coverage", "missing_profile", "coverage_mismatch")},
         "functions": functions,
         "files": [{"name": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)} for f in files],
@@ -453,13 +451,13 @@ def import_profile(ctx, log):
         raise
     shutil.rmtree(ctx.profile, ignore_errors=True)
     unpacking.rename(ctx.profile)
-    source = read_json(ctx.workdir.root / "source.json")
+    source = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
     stale = manifest["source"]["checksum"] != source["checksum"]
     figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
                    reused={"entry": entry.name, "version": manifest["version"], "created": manifest["created"],
                            "source_checksum": manifest["source"]["checksum"], "stale": stale,
                            "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
-    write_json(ctx.workdir.root / "profile-check.json", figures)
+    contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
     lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
              f"{manifest['functions']} functions)"]
     if stale:
@@ -479,7 +477,7 @@ def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
     entry = store(ctx.workdir, root_of(ctx.settings.archive), ctx.settings.archive_kind,
                      out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
-    write_json(ctx.workdir.root / "archive.json", {"root": str(entry.root), "entry": entry.name})
+    contract.write(ctx, "archive", contract.ARCHIVE_RECORD, {"root": str(entry.root), "entry": entry.name})
 
 
 # --- pruning ------------------------------------------------------------------

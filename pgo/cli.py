@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from pgo import PipelineError, archive, bench, package, source
+from pgo import PipelineError, archive, bench, contract, package, source
 from pgo.config import config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
@@ -165,8 +165,10 @@ def cmd_phase(args):
 
 
 def cmd_phases(args):
-    rows = [{"name": PHASES[n].name, "title": PHASES[n].title, "inputs": list(PHASES[n].inputs),
-             "outputs": list(PHASES[n].outputs)} for n in PIPELINES[args.pgo]]
+    pipeline = PIPELINES[args.pgo]
+    rows = [{"name": name, "title": PHASES[name].title,
+             "inputs": [path for path in PHASES[name].inputs if contract.maker(pipeline, name, path)],
+             "outputs": list(PHASES[name].outputs)} for name in pipeline]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
@@ -88,29 +88,14 @@ def load_build(workdir_path, release=1):
     workdir = Workdir(workdir_path)
     if not workdir.root.is_dir():
         raise PipelineError(f"work directory {workdir.root} does not exist")
-    info_file = workdir.root / "build-info.json"
-    if not info_file.is_file():
-        raise PipelineError(f"{info_file} is missing: the work directory's build is not staged "
-                            "(run `pgo build` to its end first)")
-    info = read_json(info_file)
+    info = contract.staged_build(workdir)
     products = load_toml(RECIPES / "products.toml")
     if info["product"] not in products:
         raise PipelineError(f"packaging/products.toml has no entry for product '{info['product']}'")
     product = products[info["product"]]
-    if info["pgo"] == "on":
-        use_file = workdir.root / "profile-use.json"
-        if not use_file.is_file():
-            raise PipelineError(f"{workdir.root} is a PGO build but has no profile-use.json: the optimised "
-                                "build's profile use was never checked, so it must not be packaged as PGO")
-        use = read_json(use_file)
-        if not info.get("profile_id") or use.get("profile_id") != info["profile_id"]:
-            raise PipelineError(f"profile-use.json (profile {use.get('profile_id')}) does not belong to the "
-                                f"staged build (profile {info.get('profile_id')}); rerun phase stage")
-        variant, label = "optimized", "pgo"
-    elif info["pgo"] == "off":
-        variant, label = "plain", ""
-    else:
-        raise PipelineError(f"build-info.json says pgo={info['pgo']!r}; expected 'on' or 'off'")
+    # The label is the check's: only a build that passed its profile check is staged as optimised.
+    variant = info["variant"]
+    label = "pgo" if variant == "optimized" else ""
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
@@ -188,7 +173,9 @@ def write_buildinfo(build, fmt, folder, packages, identity):
         "release": build.release,
         "pgo": info["pgo"],
         "profile_id": info["profile_id"],
-        "profile_use": read_json(build.workdir.root / "profile-use.json") if build.label else None,
+        # The binary's own profile check (pgo prove reads the label from it).
+        "profile_use": info["check"],
+        "identity": info["identity"],
         "source": {k: info["source"][k] for k in ("version", "checksum", "kind", "origin")},
         "compiler": info["compiler"],
         "config": info["config"],
@@ -353,7 +340,7 @@ def rebuild(build, fmt, cmake_extra):
     if build.label:
         entry = settings.profile_from
         if not entry:
-            stored = build.workdir.root / "archive.json"
+            stored = build.workdir.root / contract.ARCHIVE_RECORD
             if not stored.is_file():
                 raise PipelineError(f"{build.workdir.root}: the profile is not archived, so the {fmt} build "
                                     "cannot reuse it (run phase archive first)")

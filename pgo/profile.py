@@ -122,16 +122,18 @@ def compiler_warnings(log_text, hot_dirs):
 
 
 def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
-    """Decide whether the optimised build really used its profile; add the hot coverage."""
+    """Whether the optimised build really used its profile: the verdict, with the hot coverage and
+    `passed`; `problems` says why not."""
     hot_objects = [o for o in compiled_objects(build_dir) if any(in_dir(o, d) for d in hot_dirs)]
     if not hot_objects:
         raise PipelineError(f"the optimised build has no objects in the hot directories {', '.join(hot_dirs)}")
     coverage = 1 - warnings["missing_profile_hot"] / len(hot_objects)
-    verdict = dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3))
+    problems = []
     if warnings["coverage_mismatch"] > max_mismatch:
-        raise PipelineError(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
-                            "the profile does not fit this source; see the build log")
+        problems.append(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
+                        "the profile does not fit this source; see the build log")
     if coverage < min_hot_coverage:
-        raise PipelineError(f"only {coverage:.0%} of the hot objects got a profile (minimum "
-                            f"{min_hot_coverage:.0%}): the profile does not fit this build")
-    return verdict
+        problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
+                        f"{min_hot_coverage:.0%}): the profile does not fit this build")
+    return dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3),
+                passed=not problems, problems=problems)

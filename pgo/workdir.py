@@ -82,21 +82,27 @@ class Workdir:
             self.state_file.unlink(missing_ok=True)
         write_json(self.settings_file, asdict(settings))
 
-    # state: which phases are done and how long they took
+    # state: which phases are done (pgo/contract.py says what each record holds) and which failed
     def state(self):
-        return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {"done": {}}
+        state = json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
+        return {"done": {}, "failed": {}, **state}
 
-    def mark_done(self, phase, seconds, later_phases):
+    def mark_done(self, phase, seconds, record):
         state = self.state()
-        for name in later_phases:
-            state["done"].pop(name, None)
-        state["done"][phase] = {"seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        state["done"][phase] = dict(record, seconds=round(seconds, 1),
+                                    finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        write_json(self.state_file, state)
+
+    def mark_failed(self, phase, error):
+        state = self.state()
+        state["failed"][phase] = {"error": error, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         write_json(self.state_file, state)
 
     def forget(self, phases):
         state = self.state()
         for name in phases:
             state["done"].pop(name, None)
+            state["failed"].pop(name, None)
         write_json(self.state_file, state)
 
 
