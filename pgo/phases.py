@@ -151,7 +151,8 @@ def build_optimized(ctx, log):
     profile_id = read_json(ctx.workdir.root / contract.PROFILE_CHECK)["profile_id"]
     build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, profile {profile_id}")
     build_dir = ctx.workdir.build("optimized")
-    warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs)
+    warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
+                                         ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
     verdict = profile.judge_use(warnings, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict["profile_id"] = profile_id
@@ -159,7 +160,8 @@ def build_optimized(ctx, log):
     contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
     print(f"[optimized] profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
           f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects without profile, "
-          f"{verdict['coverage_mismatch']} coverage mismatches", flush=True)
+          f"{verdict['coverage_mismatch']} coverage mismatches, "
+          f"{verdict['functions_without_profile']} functions without profile", flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
 

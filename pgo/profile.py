@@ -20,6 +20,11 @@ COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
 # all (ctype-utf8.c.o of MariaDB 10.11.18: 37814 bytes of .text either way,
 # 31278 with its profile). It counts as a discarded profile like the others.
 SOURCE_MOVED = "have changed, the profile data may be out of date"
+# A function the .gcda has no counters for: the .gcda is another object's, or
+# another build's. Its object compiles as without a profile, however many
+# functions of it there are.
+FUNCTION_WITHOUT_PROFILE = re.compile(r"^(\S+?):\d+:\d+: warning: profile for function ‘?'?([^’']+)’?'? "
+                                      r"not found in profile data", re.M)
 
 
 def gcda_files(profile_dir):
@@ -101,12 +106,18 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump"):
     return figures
 
 
-def compiler_warnings(log_text, hot_dirs):
+def compiler_warnings(log_text, hot_dirs, source_root, objects):
     """Count the optimising compiler's profile warnings in a build log."""
     missing = set()
     for match in MISSING_PROFILE.finditer(log_text):
         name = Path(match.group(1)).name
         missing.add(object_of(name))
+    functions_without = set(FUNCTION_WITHOUT_PROFILE.findall(log_text))
+    sources = objects_by_source(objects)
+    for source_file, _function in functions_without:
+        path = Path(source_file).resolve()
+        if path.is_relative_to(source_root):
+            missing.update(sources.get(str(path.relative_to(source_root)), ()))
     # GCC repeats a function's warning once per counter kind: count functions, by location.
     discarded, moved = set(), set()
     for line in log_text.splitlines():
@@ -117,8 +128,19 @@ def compiler_warnings(log_text, hot_dirs):
                 moved.add(function)
     missing_hot = sorted(o for o in missing if any(in_dir(o, d) for d in hot_dirs))
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
+            "functions_without_profile": len(functions_without),
             "coverage_mismatch": len(discarded), "source_moved": len(moved),
             "missing_hot_objects": missing_hot[:50]}
+
+
+def objects_by_source(objects):
+    """{'sql/sql_parse.cc': ['sql/CMakeFiles/sql.dir/sql_parse.cc'], ...}: CMake's object naming reversed."""
+    sources = {}
+    for obj in objects:
+        directory, _, rest = obj.rpartition("CMakeFiles/")
+        if "/" in rest:
+            sources.setdefault(directory + rest.split("/", 1)[1], []).append(obj)
+    return sources
 
 
 def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):

@@ -138,6 +138,23 @@ def test_rerunning_a_phase_removes_every_later_output(tmp_path, archive_root):
 
 # --- the label is the binary's own check ----------------------------------------------
 
+def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    assert pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented").returncode == 0
+    # A training that leaves the hot object's .gcda holding main.c's counters: both objects have data.
+    wrap_training(workdir, f"cp '{MAIN_GCDA}' '{HOT_GCDA}'")
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+    use = json_of(workdir / "profile-use.json")
+    assert use["functions_without_profile"] == 2           # hot_digest and cold_digest
+    assert use["missing_hot_objects"] == ["CMakeFiles/hot.dir/src/hot.c"] and use["hot_coverage"] == 0.5
+    strict = tmp_path / "strict"
+    assert pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9", "--phase", "source",
+               "--phase", "instrumented").returncode == 0
+    wrap_training(strict, f"cp '{MAIN_GCDA}' '{HOT_GCDA}'")
+    refused(pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9"),
+            "only 50% of the hot objects got a profile")
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("published")
