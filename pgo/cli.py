@@ -136,7 +136,12 @@ def cmd_build(args):
     ctx.compiler                              # and the compiler, before anything is written
     if args.pgo == "on":
         check_writable(ctx.profile)
-    workdir.save_settings(settings, fresh=args.fresh)
+    with workdir.locked():
+        workdir.save_settings(settings, fresh=args.fresh)
+        run_pipeline(args, workdir, ctx, settings)
+
+
+def run_pipeline(args, workdir, ctx, settings):
     pipeline = PIPELINES[pipeline_name(settings)]
     if args.phase:
         unknown = [p for p in args.phase if p not in pipeline]
@@ -161,7 +166,8 @@ def cmd_phase(args):
     pipeline = PIPELINES[pipeline_name(settings)]
     if args.name not in pipeline:
         raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build")
-    run_phases(Context(workdir, settings), pipeline, [args.name])
+    with workdir.locked():
+        run_phases(Context(workdir, settings), pipeline, [args.name])
 
 
 def cmd_phases(args):

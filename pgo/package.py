@@ -134,6 +134,15 @@ def recipe(fmt, build):
 # --- publishing ---------------------------------------------------------------
 
 def cmd_package(args):
+    workdir = Workdir(args.workdir)
+    if not workdir.root.is_dir():
+        raise PipelineError(f"work directory {workdir.root} does not exist")
+    # The rpm build writes into the work directory, and a phase run meanwhile would change what is packaged.
+    with workdir.locked():
+        publish(args)
+
+
+def publish(args):
     build = load_build(args.workdir, args.release)
     out = Path(args.out).resolve()
     if out.exists():

@@ -1,8 +1,10 @@
 """A build's work directory: its settings, which phases are done, and where everything lives."""
 
+import fcntl
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -104,6 +106,23 @@ class Workdir:
             state["done"].pop(name, None)
             state["failed"].pop(name, None)
         write_json(self.state_file, state)
+
+    @contextmanager
+    def locked(self):
+        """One pgo command at a time per work directory: two would rebuild and record over each other."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "?"
+                raise PipelineError(f"work directory {self.root} is in use by another pgo command "
+                                    f"(pid {holder}); wait for it to finish") from None
+            lock.truncate(0)
+            lock.write(str(os.getpid()))
+            lock.flush()
+            yield
 
 
 def write_json(path, data):

@@ -5,6 +5,7 @@ Each test is a fault a release engineer can cause by running phases by hand (`pg
 `pgo build --phase X`): the pipeline must refuse, say why in one line, and publish nothing.
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -209,3 +210,23 @@ def test_a_staged_build_whose_tree_was_rebuilt_is_not_packaged(published, tmp_pa
     refused(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False),
             "the staged build is not the optimized build now in")
     assert not out.exists()
+
+
+# --- one work directory, one command ------------------------------------------------
+
+def test_a_second_command_on_a_busy_work_directory_refuses(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    workdir.mkdir()
+    with open(workdir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("12345")
+        lock.flush()
+        result = pgo(*BUILD, "--workdir", workdir)
+        refused(result, "is in use by another pgo command (pid 12345)")
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not (workdir / "settings.json").exists()
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+    with open(workdir / ".lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        refused(pgo("phase", "train", "--workdir", workdir), "is in use")
+        refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "o"), "is in use")
