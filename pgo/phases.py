@@ -73,15 +73,18 @@ def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
     compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir)
+    # CMake puts these strings into the compile commands the shell runs: quote each
+    # flag, so that a work directory with a space in its path builds too.
+    compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
     args = [
         # The shared tree's own path, the same for every build of this source.
         "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
         *ctx.settings.cmake_extra,
-        f"-DCMAKE_C_FLAGS={' '.join(compile_flags)}",
-        f"-DCMAKE_CXX_FLAGS={' '.join(compile_flags)}",
-        *(f"-DCMAKE_{kind}_LINKER_FLAGS={' '.join(link_flags)}" for kind in ("EXE", "SHARED", "MODULE")),
+        f"-DCMAKE_C_FLAGS={compile_flags}",
+        f"-DCMAKE_CXX_FLAGS={compile_flags}",
+        *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
         f"-D{ctx.product.comment_variable}={comment}",
     ]
     recorded = build_dir / "pgo-configure.json"
@@ -95,6 +98,11 @@ def build_variant(ctx, log, variant, comment):
     log.run(args)
     write_json(recorded, [str(a) for a in args])
     log.run(["ninja", "-C", build_dir, "-j", str(os.cpu_count() or 2)])
+
+
+def shell_words(flags):
+    """Flags as one CMake flags string; double quotes, which CMake keeps through try_compile too."""
+    return " ".join(f'"{flag}"' if " " in flag else flag for flag in flags)
 
 
 def install(build_dir, prefix, log):

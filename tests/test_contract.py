@@ -230,3 +230,10 @@ def test_a_second_command_on_a_busy_work_directory_refuses(tmp_path, archive_roo
         fcntl.flock(lock, fcntl.LOCK_EX)
         refused(pgo("phase", "train", "--workdir", workdir), "is in use")
         refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "o"), "is in use")
+
+
+def test_a_work_directory_with_a_space_in_its_path_builds(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "work dir" / "w"
+    result = pgo(*BUILD, "--workdir", workdir)
+    assert result.returncode == 0, result.stderr
+    assert json_of(workdir / "profile-use.json")["hot_coverage"] == 1.0
