@@ -219,6 +219,10 @@ def build_token(build_dir):
 
 def staged_build(workdir):
     """build-info.json of a staged build, proven to describe the build tree and its passed check."""
+    failure = workdir.state()["failed"].get("optimized")
+    if failure:
+        raise PipelineError(f"the optimised build in {workdir.root} failed ({failure['error']}): it is never "
+                            "packaged as PGO; `pgo package --as-plain` packages a plain build of its configuration")
     info_file = workdir.root / BUILD_INFO
     if not info_file.is_file():
         raise PipelineError(f"{info_file} is missing: the work directory's build is not staged "
@@ -243,8 +247,8 @@ def staged_build(workdir):
             raise PipelineError(f"{workdir.root} has no profile-use.json of the staged build: its profile use "
                                 "is not proven, so it must not be packaged as PGO (rerun phase optimized)")
         if not check.get("passed") or check.get("build_token") != tree_token:
-            raise PipelineError(f"the optimised build in {workdir.root} did not pass its profile check: "
-                                "it must not be packaged as PGO")
+            raise PipelineError(f"the optimised build in {workdir.root} did not pass its profile check: it is "
+                                "never packaged as PGO; `pgo package --as-plain` packages a plain build of it")
     return info
 
 

@@ -5,9 +5,11 @@ package`), the debs are assembled from its staged install, and the rpms come
 from MariaDB's own -DRPM=<target> route: the configuration built again in the
 RPM layout with the same profile, its profile use checked like the release
 build's. Every run proves the packaged server is a checked binary by comparing
-its GNU build-id with that build tree's before anything is published.
+its GNU build-id with that build tree's before anything is published. A PGO
+build that did not pass its profile check is never packaged; --as-plain
+packages a plain build of its configuration instead.
 
-    pgo package --workdir W --format bintar|rpm|deb --out DIR
+    pgo package --workdir W --format bintar|rpm|deb --out DIR [--as-plain]
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
@@ -41,6 +43,9 @@ def register(subparsers):
     package.add_argument("--out", required=True, help="folder to publish into (must not exist yet)")
     package.add_argument("--release", type=release_number, default=1,
                          help="package release number: deb revision, rpm Release (default 1)")
+    package.add_argument("--as-plain", action="store_true",
+                         help="package a plain build (no profile) of the work directory's configuration, "
+                         "built in its package-plain/: what a PGO build that failed its profile check may ship as")
     package.set_defaults(func=cmd_package)
     from pgo import prove
     prove.register(subparsers)
@@ -143,7 +148,7 @@ def cmd_package(args):
 
 
 def publish(args):
-    build = load_build(args.workdir, args.release)
+    build = plain_build(args.workdir, args.release) if args.as_plain else load_build(args.workdir, args.release)
     out = Path(args.out).resolve()
     if out.exists():
         raise PipelineError(f"{out} already exists; packages are never overwritten (choose another --out)")
@@ -344,7 +349,6 @@ def rebuild(build, fmt, cmake_extra):
     plain. It lives in the work directory's package-<format>/ and resumes there.
     """
     from pgo import archive
-    from pgo.phases import PIPELINES, Context, pipeline_name, run_phases
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
         entry = settings.profile_from
@@ -357,15 +361,32 @@ def rebuild(build, fmt, cmake_extra):
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = archive.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
-    nested = Workdir(build.workdir.root / f"package-{fmt}")
+    return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",
+                        build.release)
+
+
+def plain_build(workdir_path, release):
+    """The work directory's configuration built without a profile, whatever its own build's check said.
+
+    Never the work directory's own optimised binary: that one says "PGO build"
+    in its version comment, and its label could only be wrong.
+    """
+    settings = replace(Workdir(workdir_path).load_settings(), pgo="off", profile_from=None, profile_dir=None)
+    return build_nested(Workdir(workdir_path).root / "package-plain", settings, "plain build", release)
+
+
+def build_nested(root, settings, what, release):
+    """Run a pipeline in a work directory's sub-folder, resuming there; return its staged build."""
+    from pgo.phases import PIPELINES, Context, pipeline_name, run_phases
+    nested = Workdir(root)
     fresh = nested.settings_file.is_file() and nested.load_settings() != settings
     nested.save_settings(settings, fresh=fresh)
     pipeline = PIPELINES[pipeline_name(settings)]
     done = nested.state()["done"]
-    say(f"building the {fmt} build ({' '.join(cmake_extra)}) in {nested.root}"
+    say(f"building the {what} in {nested.root}"
         + (f"; resuming after {', '.join(p for p in pipeline if p in done)}" if done else ""))
     run_phases(Context(nested, settings), pipeline, [p for p in pipeline if p not in done])
-    return load_build(nested.root, build.release)
+    return load_build(nested.root, release)
 
 
 def describe(text, build):

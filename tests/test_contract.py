@@ -89,12 +89,20 @@ def test_a_failed_optimised_build_is_neither_staged_nor_packaged(tmp_path, archi
     refused(pgo("phase", "stage", "--workdir", workdir), "phase optimized", "its last run failed")
     refused(pgo(*BUILD, "--workdir", workdir, "--cache", cache, "--phase", "stage"), "phase optimized")
     out = tmp_path / "out"
-    refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out), "build-info.json is missing")
+    refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out),
+            "coverage-mismatch warnings", "never packaged as PGO", "--as-plain")
     assert not out.exists()
     assert not (workdir / "build-info.json").exists() and not (workdir / "stage").exists()
     # The rejected tree's verdict is kept, for the engineer, as a failed one.
     use = json_of(workdir / "profile-use.json")
     assert use["passed"] is False and use["coverage_mismatch"] >= 1
+    # Asked to, it ships as what it is without a profile: a plain build of the configuration.
+    assert pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, "--as-plain").returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["buildinfo.json", "fixture-1.0.0-linux-x86_64.tar.gz",
+                                                   "sha256sums.txt"]
+    assert json_of(out / "buildinfo.json")["profile_id"] is None
+    proof = pgo("prove", out)
+    assert proof.returncode == 0 and "plain build (no PGO)" in proof.stdout, proof.stderr
 
 
 def test_a_compiler_swapped_in_on_path_after_training_is_named(tmp_path, archive_root):
