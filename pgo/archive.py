@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pgo import PipelineError, contract, profile
+from pgo import PipelineError, atomic, contract, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
@@ -171,28 +171,20 @@ def copy_entry(source, partial):
 
 
 def write_atomically(entry, root, fill, out):
-    """Fill a hidden partial directory, then rename it to the entry's name: all or nothing."""
-    parent = entry.path.parent
+    """Fill a hidden directory, then rename it to the entry's name: all or nothing."""
+    def made(directory):
+        directory.mkdir()
+        directory.chmod(0o755)
+        fill(directory)
+
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(prefix=f".{entry.profile_id}.partial-", dir=parent))
-        partial.chmod(0o755)
+        placed = atomic.place(entry.path, made)
     except OSError as e:
-        raise PipelineError(f"cannot create the archive directory {parent}: {e.strerror}") from e
-    try:
-        fill(partial)
-        try:
-            partial.rename(entry.path)
-        except OSError:
-            if not entry.path.is_dir():
-                raise
-            shutil.rmtree(partial)
-            return existing(entry, out)
-    except OSError as e:
-        shutil.rmtree(partial, ignore_errors=True)
         raise PipelineError(f"cannot archive profile {entry.profile_id} in {root}: {e.strerror or e}; "
                             "nothing was stored, archived profiles are unchanged") from e
-    sync_dir(parent)
+    if not placed:
+        return existing(entry, out)
+    sync_dir(entry.path.parent)
     out(f"archived profile {entry.profile_id} as {entry.name} in {root}")
     return entry
 

@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, contract
+from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
@@ -157,20 +157,20 @@ def publish(args):
     say(f"packaging {what} ({'PGO, profile ' + build.info['profile_id'] if build.label else 'plain build'}) "
         f"as {args.format}")
     started = time.monotonic()
-    # Built next to DIR and renamed at the end: DIR is complete or absent.
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+
+    def fill(folder):
+        folder.mkdir()
+        folder.chmod(0o755)
         with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch:
             # A maker returns the build it packaged: this one, or the format's own rebuild.
-            build, packages = MAKERS[args.format](build, staging, Path(scratch))
-        identity = check_identity(build, args.format, packages)
-        write_buildinfo(build, args.format, staging, packages, identity)
-        write_sha256sums(staging)
-        os.chmod(staging, 0o755)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            packaged, packages = MAKERS[args.format](build, folder, Path(scratch))
+        identity = check_identity(packaged, args.format, packages)
+        write_buildinfo(packaged, args.format, folder, packages, identity)
+        write_sha256sums(folder)
+
+    # Made hidden next to DIR and renamed at the end: DIR is complete or absent.
+    if not atomic.place(out, fill):
+        raise PipelineError(f"{out} appeared while packaging; packages are never overwritten")
     for path in sorted(out.iterdir()):
         say(f"  {path.name}  {path.stat().st_size / 1e6:.1f} MB")
     say(f"published {out} in {time.monotonic() - started:.0f} s")

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, atomic
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -126,17 +126,12 @@ def shared_tree(src_root, product, version, source, fill):
     tree = ensure_dir(src_root) / f"{product.name}-{version}-{source.checksum.split(':')[-1][:12]}"
     if tree.is_dir():
         return tree
-    partial = Path(tempfile.mkdtemp(prefix=f".{tree.name}.partial-", dir=src_root))
-    try:
-        fill(partial / "tree")
-        require_version(partial / "tree", version, source.origin)
-        try:
-            (partial / "tree").rename(tree)
-        except OSError:
-            if not tree.is_dir():    # else another build of the same source was first
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+
+    def checked(dest):
+        fill(dest)
+        require_version(dest, version, source.origin)
+
+    atomic.place(tree, checked)    # or another build of the same source was first: the same tree
     return tree
 
 

@@ -9,7 +9,9 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import stat
+import subprocess
 
 import pytest
 
@@ -245,3 +247,19 @@ def test_a_work_directory_with_a_space_in_its_path_builds(tmp_path, archive_root
     result = pgo(*BUILD, "--workdir", workdir)
     assert result.returncode == 0, result.stderr
     assert json_of(workdir / "profile-use.json")["hot_coverage"] == 1.0
+
+
+def test_packaging_sweeps_the_hidden_folders_of_killed_runs(published, tmp_path):
+    """A SIGKILLed pgo package leaves its hidden folder; the next one into the same parent removes it."""
+    host = socket.gethostname()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    killed = tmp_path / f".earlier.{host}.{finished.pid}.partial"
+    running = tmp_path / f".other.{host}.{os.getpid()}.partial"
+    elsewhere = tmp_path / f".other.another-host.{finished.pid}.partial"
+    for folder in (killed, running, elsewhere):
+        folder.mkdir()
+        (folder / "fixture.tar.gz").write_bytes(b"\0" * 4096)
+    assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", tmp_path / "out")
+    assert not killed.exists() and running.is_dir() and elsewhere.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [elsewhere.name, running.name]
