@@ -74,8 +74,9 @@ def make_parser():
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
                        "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
-    build.add_argument("--archive-kind", choices=archive.KINDS, default="release",
-                       help="how the profile is archived: release (kept) or nightly (pruned)")
+    build.add_argument("--archive-kind", choices=archive.BUILD_KINDS, default="release",
+                       help="how the profile is archived: release (kept; pending until `pgo archive promote` "
+                       "after publishing) or nightly (pruned)")
     build.add_argument("--profile-from", metavar="NAME|latest",
                        help="take the profile from the archive instead of training: an entry name or "
                        "profile id, or 'latest' for this product line, compiler and flags")
