@@ -583,7 +583,7 @@ def cmd_store(args):
 
 def cmd_promote(args):
     if bool(args.name) == bool(args.workdir):
-        raise PipelineError("name the archived profile, or give --workdir, not both")
+        raise PipelineError("give the archived profile's name or --workdir (one of them)")
     name = args.name or read_json(Workdir(args.workdir).root / contract.ARCHIVE_RECORD)["entry"]
     promote(root_of(args.archive), name, args.kind)
 

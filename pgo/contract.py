@@ -136,7 +136,7 @@ def require(ctx, pipeline, phase):
             continue
         record = state["done"].get(made_by)
         if record is None:
-            failure = state.get("failed", {}).get(made_by)
+            failure = state["failed"].get(made_by)
             why = f", but its last run failed ({failure['error']})" if failure else ""
             raise PipelineError(f"phase {phase} needs {path} from phase {made_by}{why}: "
                                 f"run phase {made_by} first")
@@ -188,19 +188,20 @@ def remove(path):
 
 
 def succeeded(ctx, phase, seconds):
-    record = {"identity": identity(ctx, CARRIES[phase])}
-    if phase in BUILDS:
-        record["build_token"] = build_token(ctx.workdir.build(BUILDS[phase]))
-    ctx.workdir.mark_done(phase, seconds, record)
+    ctx.workdir.mark_done(phase, seconds, stamp(ctx, phase))
 
 
 def write(ctx, phase, name, data):
-    """A phase's JSON record, with the identity it was made with (and the build token it describes)."""
-    record = dict(data, identity=identity(ctx, CARRIES[phase]))
+    """A phase's JSON record, stamped like its state."""
+    write_json(ctx.workdir.root / name, dict(data, **stamp(ctx, phase)))
+
+
+def stamp(ctx, phase):
+    """The identity a phase made its output with, and the token of the build tree it made."""
+    made = {"identity": identity(ctx, CARRIES[phase])}
     if phase in BUILDS:
-        record["build_token"] = build_token(ctx.workdir.build(BUILDS[phase]))
-    write_json(ctx.workdir.root / name, record)
-    return record
+        made["build_token"] = build_token(ctx.workdir.build(BUILDS[phase]))
+    return made
 
 
 # --- build tokens ---------------------------------------------------------------

@@ -393,5 +393,5 @@ def test_a_nightly_profile_stored_again_as_a_release_is_promoted_never_demoted(t
     # A promoted nightly is a release: prune keeps it.
     ok(pgo("archive", "prune", "--keep", "1", archive_root=root))
     assert archive.entries(root) == [entry]
-    one_line_error(pgo("archive", "promote", "--workdir", work, entry.name, archive_root=root), "not both")
+    one_line_error(pgo("archive", "promote", "--workdir", work, entry.name, archive_root=root), "one of them")
 
