@@ -271,6 +271,17 @@ def settle_kind(entry, wanted, out):
         out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
 
 
+def archived_entry(workdir):
+    """The archive entry of a work directory's profile: the one it reused, or the one its archive phase stored."""
+    settings = workdir.load_settings()
+    if settings.profile_from:
+        return settings.profile_from
+    stored = workdir.root / contract.ARCHIVE_RECORD
+    if not stored.is_file():
+        raise PipelineError(f"{workdir.root}: the profile is not archived (run phase archive first)")
+    return read_json(stored)["entry"]
+
+
 def promote(root, name, kind, out=print):
     entry = find(root, name)
     settle_kind(entry, kind, out)
@@ -584,8 +595,7 @@ def cmd_store(args):
 def cmd_promote(args):
     if bool(args.name) == bool(args.workdir):
         raise PipelineError("give the archived profile's name or --workdir (one of them)")
-    name = args.name or read_json(Workdir(args.workdir).root / contract.ARCHIVE_RECORD)["entry"]
-    promote(root_of(args.archive), name, args.kind)
+    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir)), args.kind)
 
 
 def cmd_list(args):

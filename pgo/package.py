@@ -29,7 +29,7 @@ from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
-from pgo.workdir import REPO, Workdir, read_json, write_json
+from pgo.workdir import REPO, Workdir, write_json
 
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
@@ -351,13 +351,7 @@ def rebuild(build, fmt, cmake_extra):
     from pgo import archive
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
-        entry = settings.profile_from
-        if not entry:
-            stored = build.workdir.root / contract.ARCHIVE_RECORD
-            if not stored.is_file():
-                raise PipelineError(f"{build.workdir.root}: the profile is not archived, so the {fmt} build "
-                                    "cannot reuse it (run phase archive first)")
-            entry = read_json(stored)["entry"]
+        entry = archive.archived_entry(build.workdir)
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = archive.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
