@@ -24,7 +24,7 @@ MAIN_GCDA = "CMakeFiles#fixture.dir#src#main.c.gcda"
 
 
 def refused(result, *phrases):
-    """A one-line error naming every phrase."""
+    """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
     assert result.returncode != 0, result.stdout
     lines = result.stderr.strip().splitlines()
     assert lines and lines[-1].startswith("pgo: error:"), result.stderr
@@ -47,7 +47,7 @@ def json_of(path):
 
 
 def archived(archive_root):
-    return sorted(p.name for p in archive_root.rglob("manifest.json"))
+    return list(archive_root.rglob("manifest.json"))
 
 
 @pytest.fixture
