@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 
 from pgo import PipelineError, archive, bench, contract, package, source
 from pgo.config import config_names
@@ -95,6 +96,8 @@ def make_parser():
     phases = sub.add_parser("phases", help="list the phases of a pipeline")
     phases.add_argument("--pgo", choices=sorted(PIPELINES), default="on")
     phases.add_argument("--json", action="store_true")
+    phases.add_argument("--files", action="store_true",
+                        help="the work directory's contract: every path, who writes and reads it, what it carries")
     phases.set_defaults(func=cmd_phases)
 
     configs = sub.add_parser("configs", help="list the named configurations")
@@ -172,6 +175,9 @@ def cmd_phase(args):
 
 
 def cmd_phases(args):
+    if args.files:
+        print_contract(args.json)
+        return
     pipeline = PIPELINES[args.pgo]
     rows = [{"name": name, "title": PHASES[name].title,
              "inputs": [path for path in PHASES[name].inputs if contract.maker(pipeline, name, path)],
@@ -181,6 +187,16 @@ def cmd_phases(args):
     else:
         for row in rows:
             print(f"{row['name']:<13} {row['title']}")
+
+
+def print_contract(as_json):
+    rows = [asdict(item) for item in contract.ITEMS]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        print(f"{row['path']}\n  written by {', '.join(row['written_by'])}; read by {', '.join(row['read_by'])}\n"
+              f"  {row['carries']}")
 
 
 def check_writable(path):

@@ -39,7 +39,7 @@ class Item:
 
 # Commands (`pgo build`, `pgo package`) appear beside the phases: they read and write the contract too.
 ITEMS = (
-    Item(SETTINGS, ("pgo build",), ("every phase", "pgo package"),
+    Item(SETTINGS, ("pgo build",), ("every phase", "pgo package", "pgo archive store", "pgo archive promote"),
          "the options the work directory was set up with; other options are refused"),
     Item(STATE, ("every phase",), ("every phase", "pgo package", "pgo archive store"),
          "per phase: done (with the identity of what it made) or failed (with the reason)"),
@@ -54,7 +54,8 @@ ITEMS = (
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
          "the optimised build's profile check: passed or not, hot coverage, warnings, with its identity "
          "(profile id, compiler) and the build token of the tree it checked"),
-    Item(ARCHIVE_RECORD, ("archive",), ("pgo package",), "the archive entry of the profile"),
+    Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
+         "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
     Item("stage", ("stage",), ("pgo package",), "the installed tree the packagers take"),
     Item(BUILD_INFO, ("stage",), ("pgo package",),

@@ -212,6 +212,18 @@ def test_phases_are_data(pgo):
     assert all(i in produced for p in phases for i in p["inputs"])
 
 
+def test_the_contract_names_every_path_the_phases_use(pgo):
+    items = {row["path"]: row for row in json.loads(pgo("phases", "--files", "--json").stdout)}
+    for pipeline in ("on", "off", "reuse"):
+        for phase in json.loads(pgo("phases", "--pgo", pipeline, "--json").stdout):
+            assert all(path in items for path in phase["inputs"] + phase["outputs"])
+    # Two different files, two different writers: the work directory's and the published folder's.
+    assert items["build-info.json"]["written_by"] == ["stage"]
+    assert items["buildinfo.json"]["written_by"] == ["pgo package"]
+    assert "every phase" in items["state.json"]["written_by"]
+    assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout
+
+
 def test_phase_alone_needs_its_inputs(tmp_path, pgo):
     result = pgo(*BUILD, "--workdir", tmp_path / "w", "--phase", "optimized", check=False)
     assert result.returncode == 1 and "needs src from phase source: run phase source first" in result.stderr
