@@ -6,6 +6,16 @@ An archive entry is one directory:
         profile.tar.xz    manifest.json + profile/<name>.gcda, the one file that is the profile
         manifest.json     a copy of the archived manifest, so that list and show need not unpack
         sha256sums.txt    both files' checksums, in `sha256sum -c` format
+        kind.json         the entry's kind since it was promoted, and when (absent: the manifest's kind)
+
+An entry's kind says how long it is kept and whether later builds take it:
+  nightly   pruned to the newest few; reusable
+  pending   the profile of a release not yet published (the archive phase runs
+            before the benchmark gate): pruned like a nightly, never `latest`
+  release   kept; reusable
+Storing a profile again with a higher kind promotes its entry (nightly ->
+pending -> release, `pgo archive promote` after publishing); a lower one keeps
+the entry's kind, and both say so.
 
 An entry is written in a hidden directory next to its final place, synced, and
 renamed into place. Readers never see half an entry, and rename never replaces a
@@ -18,7 +28,7 @@ master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
 and the build's number) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
-of training. "latest" is the newest entry of the same product line (major.minor),
+of training. "latest" is the newest entry, not pending, of the same product line (major.minor),
 no newer than the version built, for the same target, GCC version and flags
 fingerprint; any other difference in those is refused before building. GCC also
 checksums each function's source file path and line: a profile applies in full only
@@ -46,7 +56,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pgo import PipelineError, profile
+from pgo import PipelineError, atomic, contract, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
@@ -56,7 +66,10 @@ MANIFEST_FORMAT = 1
 ARCHIVE = "profile.tar.xz"
 MANIFEST = "manifest.json"
 SUMS = "sha256sums.txt"
-KINDS = ("release", "nightly")
+KINDS = ("release", "pending", "nightly")
+RANK = {"nightly": 0, "pending": 1, "release": 2}
+BUILD_KINDS = ("release", "nightly")     # what a build is meant to be; its profile is pending until published
+KIND = "kind.json"
 BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
 # A reused profile from other source loses the functions whose control flow,
 # lines or source path changed (GCC discards their counters) and the objects
@@ -114,6 +127,10 @@ class Entry:
         except (OSError, ValueError) as e:
             raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
 
+    def kind(self):
+        promoted = self.path / KIND
+        return read_json(promoted)["kind"] if promoted.is_file() else self.manifest()["kind"]
+
 
 def entries(root):
     """Every entry in the archive; hidden directories are unfinished writes."""
@@ -152,15 +169,16 @@ def store(workdir, root, kind, out=print):
         source = find(root_of(settings.archive), settings.profile_from)
         verify(source)
         entry = Entry(root, source.name)
-        if entry.path.exists():
-            return existing(entry, out)
-        return write_atomically(entry, root, lambda partial: copy_entry(source.path, partial), out)
-    manifest, files = manifest_of(workdir, kind)
-    entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
-                        f"{manifest['compiler']['version']}/{manifest['profile_id']}")
-    if entry.path.exists():
-        return existing(entry, out)
-    return write_atomically(entry, root, lambda partial: write_entry(partial, manifest, files), out)
+        fill = lambda partial: copy_entry(source.path, partial)
+    else:
+        manifest, files = manifest_of(workdir, kind)
+        entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
+                            f"{manifest['compiler']['version']}/{manifest['profile_id']}")
+        fill = lambda partial: write_entry(partial, manifest, files)
+    if entry.path.exists() or not write_atomically(entry, root, fill, out):
+        existing(entry, out)
+    settle_kind(entry, kind, out)
+    return entry
 
 
 def copy_entry(source, partial):
@@ -171,30 +189,21 @@ def copy_entry(source, partial):
 
 
 def write_atomically(entry, root, fill, out):
-    """Fill a hidden partial directory, then rename it to the entry's name: all or nothing."""
-    parent = entry.path.parent
+    """Fill a hidden directory, then rename it to the entry's name: all or nothing. False: it was there first."""
+    def made(directory):
+        directory.mkdir()
+        directory.chmod(0o755)
+        fill(directory)
+
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(prefix=f".{entry.profile_id}.partial-", dir=parent))
-        partial.chmod(0o755)
+        placed = atomic.place(entry.path, made)
     except OSError as e:
-        raise PipelineError(f"cannot create the archive directory {parent}: {e.strerror}") from e
-    try:
-        fill(partial)
-        try:
-            partial.rename(entry.path)
-        except OSError:
-            if not entry.path.is_dir():
-                raise
-            shutil.rmtree(partial)
-            return existing(entry, out)
-    except OSError as e:
-        shutil.rmtree(partial, ignore_errors=True)
         raise PipelineError(f"cannot archive profile {entry.profile_id} in {root}: {e.strerror or e}; "
                             "nothing was stored, archived profiles are unchanged") from e
-    sync_dir(parent)
-    out(f"archived profile {entry.profile_id} as {entry.name} in {root}")
-    return entry
+    if placed:
+        sync_dir(entry.path.parent)
+        out(f"archived profile {entry.profile_id} as {entry.name} in {root}")
+    return placed
 
 
 def manifest_of(workdir, kind):
@@ -203,19 +212,17 @@ def manifest_of(workdir, kind):
         raise PipelineError(f"unknown archive kind '{kind}' (known: {', '.join(KINDS)})")
     settings = workdir.load_settings()
     config = build_config(settings.config)
-    compiler = detect(settings.cc, settings.cxx)
     profile_dir = workdir.profile(settings)
-    check = read_json(workdir.root / "profile-check.json")
-    use = read_json(workdir.root / "profile-use.json")
     files = profile.gcda_files(profile_dir)
     if not files:
         raise PipelineError(f"{profile_dir} holds no .gcda files: nothing to archive")
-    current_id = profile.profile_id(profile_dir, settings.version)
-    if current_id != check["profile_id"] or use.get("profile_id") != current_id:
-        raise PipelineError(f"the profile in {profile_dir} is {current_id}, but the check and the optimised build "
-                            f"used {check['profile_id']}: rerun the check and optimized phases first")
-    functions = readable_functions(profile_dir, files, compiler.version)
-    target = compiler_target(compiler.cc)
+    current_id = contract.trained_profile(workdir, settings)
+    check = read_json(workdir.root / contract.PROFILE_CHECK)
+    use = read_json(workdir.root / contract.PROFILE_USE)
+    # The compiler that made and used the profile, as its passed check recorded it.
+    compiler = use["identity"][contract.COMPILER_ID]
+    functions = readable_functions(profile_dir, files, compiler["version"])
+    target = compiler_target(compiler["path"])
     manifest = {
         "format": MANIFEST_FORMAT,
         "profile_id": current_id,
@@ -224,14 +231,14 @@ def manifest_of(workdir, kind):
         "version": settings.version,
         "line": version_line(settings.version),
         "config": config.name,
-        "source": read_json(workdir.root / "source.json"),
-        "compiler": {"cc": compiler.cc, "version": compiler.version, "banner": compiler.banner,
+        "source": read_json(workdir.root / contract.SOURCE_RECORD),
+        "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
         "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR")[0],
         "flags_fingerprint": fingerprint(config.cmake_args),
         "training": check.get("training"),
-        "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id")},
+        "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id", "identity")},
         "optimized": {k: use[k] for k in ("hot_objects", "hot_coverage", "missing_profile", "coverage_mismatch")},
         "functions": functions,
         "files": [{"name": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)} for f in files],
@@ -248,7 +255,36 @@ def existing(entry, out):
     if problems:
         raise PipelineError(f"profile {entry.profile_id} is archived already as {entry.name}, but that entry is "
                             f"damaged ({problems[0]}); move it aside, then store again")
-    out(f"profile {entry.profile_id} is archived already as {entry.name}; nothing to do")
+    out(f"profile {entry.profile_id} is archived already as {entry.name}")
+
+
+def settle_kind(entry, wanted, out):
+    """Promote an entry to the kind it is stored as again, when that is higher; never demote it. Say which."""
+    current = entry.kind()
+    if RANK[wanted] > RANK[current]:
+        history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_json(entry.path / KIND, {"kind": wanted, "history": [*history, {"from": current, "to": wanted,
+                                                                               "at": now}]})
+        out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
+    elif wanted != current:
+        out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+
+
+def archived_entry(workdir):
+    """The archive entry of a work directory's profile: the one it reused, or the one its archive phase stored."""
+    settings = workdir.load_settings()
+    if settings.profile_from:
+        return settings.profile_from
+    stored = workdir.root / contract.ARCHIVE_RECORD
+    if not stored.is_file():
+        raise PipelineError(f"{workdir.root}: the profile is not archived (run phase archive first)")
+    return read_json(stored)["entry"]
+
+
+def promote(root, name, kind, out=print):
+    entry = find(root, name)
+    settle_kind(entry, kind, out)
     return entry
 
 
@@ -381,7 +417,7 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
     candidates = []
     for entry in entries(root):
         m = entry.manifest()
-        if (m["product"] == product and m["line"] == version_line(version)
+        if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
                 and version_key(m["version"]) <= version_key(version)
                 and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
             candidates.append((version_key(m["version"]), m["created"], entry))
@@ -453,13 +489,13 @@ def import_profile(ctx, log):
         raise
     shutil.rmtree(ctx.profile, ignore_errors=True)
     unpacking.rename(ctx.profile)
-    source = read_json(ctx.workdir.root / "source.json")
+    source = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
     stale = manifest["source"]["checksum"] != source["checksum"]
     figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
                    reused={"entry": entry.name, "version": manifest["version"], "created": manifest["created"],
                            "source_checksum": manifest["source"]["checksum"], "stale": stale,
                            "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
-    write_json(ctx.workdir.root / "profile-check.json", figures)
+    contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
     lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
              f"{manifest['functions']} functions)"]
     if stale:
@@ -477,20 +513,25 @@ def import_profile(ctx, log):
 
 def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
-    entry = store(ctx.workdir, root_of(ctx.settings.archive), ctx.settings.archive_kind,
-                     out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
-    write_json(ctx.workdir.root / "archive.json", {"root": str(entry.root), "entry": entry.name})
+    # A release's profile is pending until the release is published (after the benchmark gate):
+    # a refused release must not become `--profile-from latest`.
+    kind = "pending" if ctx.settings.archive_kind == "release" else ctx.settings.archive_kind
+    entry = store(ctx.workdir, root_of(ctx.settings.archive), kind,
+                  out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
+    contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
+                   {"root": str(entry.root), "entry": entry.name, "kind": entry.kind()})
 
 
 # --- pruning ------------------------------------------------------------------
 
 def prune(root, keep, dry_run, out=print):
-    """Keep every release; of the nightlies keep the newest `keep` per product line, platform and config."""
+    """Keep every release; of the nightlies, and of the pending profiles of releases never published,
+    keep the newest `keep` per kind, product line, platform and config."""
     groups = {}
     for entry in entries(root):
-        m = entry.manifest()
-        if m["kind"] == "nightly":
-            key = (m["product"], m["line"], m["compiler"]["target"], m["compiler"]["version"], m["config"])
+        m, kind = entry.manifest(), entry.kind()
+        if kind != "release":
+            key = (kind, m["product"], m["line"], m["compiler"]["target"], m["compiler"]["version"], m["config"])
             groups.setdefault(key, []).append((m["created"], entry))
     removed = []
     for nightlies in groups.values():
@@ -512,7 +553,7 @@ def prune(root, keep, dry_run, out=print):
 # --- command line -------------------------------------------------------------
 
 def register(subparsers):
-    archive = subparsers.add_parser("archive", help="the profile archive: store, list, show, verify, prune",
+    archive = subparsers.add_parser("archive", help="the profile archive: store, promote, list, show, verify, prune",
                                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = archive.add_subparsers(metavar="action")
 
@@ -526,7 +567,12 @@ def register(subparsers):
     store_cmd = action("store", cmd_store, "archive the profile of a trained work directory")
     store_cmd.add_argument("--workdir", required=True)
     store_cmd.add_argument("--kind", choices=KINDS,
-                           help="release (kept forever) or nightly (pruned); default: the build's --archive-kind")
+                           help="release (kept forever), pending (a release not yet published) or nightly "
+                           "(pruned); default: the build's --archive-kind")
+    promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
+    promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
+    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived")
+    promote_cmd.add_argument("--kind", choices=KINDS, default="release", help="default: release")
     list_cmd = action("list", cmd_list, "list the archived profiles")
     list_cmd.add_argument("--json", action="store_true")
     show = action("show", cmd_show, "print an archived profile's manifest")
@@ -546,12 +592,18 @@ def cmd_store(args):
     store(workdir, root, args.kind or settings.archive_kind)
 
 
+def cmd_promote(args):
+    if bool(args.name) == bool(args.workdir):
+        raise PipelineError("give the archived profile's name or --workdir (one of them)")
+    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir)), args.kind)
+
+
 def cmd_list(args):
     root = root_of(args.archive)
     rows = []
     for entry in entries(root):
         m = entry.manifest()
-        rows.append({"name": entry.name, "kind": m["kind"], "config": m["config"], "created": m["created"],
+        rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
                      "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
     if args.json:
         print(json.dumps(rows, indent=2))

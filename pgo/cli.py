@@ -11,8 +11,9 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, package, source
+from pgo import PipelineError, archive, bench, contract, package, source
 from pgo.config import config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
@@ -29,6 +30,11 @@ def main(argv=None):
         return args.func(args) or 0
     except PipelineError as e:
         print(f"pgo: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        # A disk that filled up, a folder that went away: one line, like every other error.
+        where = f": {e.filename}" if e.filename else ""
+        print(f"pgo: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("pgo: interrupted", file=sys.stderr)
@@ -69,8 +75,9 @@ def make_parser():
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
                        "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
-    build.add_argument("--archive-kind", choices=archive.KINDS, default="release",
-                       help="how the profile is archived: release (kept) or nightly (pruned)")
+    build.add_argument("--archive-kind", choices=archive.BUILD_KINDS, default="release",
+                       help="how the profile is archived: release (kept; pending until `pgo archive promote` "
+                       "after publishing) or nightly (pruned)")
     build.add_argument("--profile-from", metavar="NAME|latest",
                        help="take the profile from the archive instead of training: an entry name or "
                        "profile id, or 'latest' for this product line, compiler and flags")
@@ -89,6 +96,8 @@ def make_parser():
     phases = sub.add_parser("phases", help="list the phases of a pipeline")
     phases.add_argument("--pgo", choices=sorted(PIPELINES), default="on")
     phases.add_argument("--json", action="store_true")
+    phases.add_argument("--files", action="store_true",
+                        help="the work directory's contract: every path, who writes and reads it, what it carries")
     phases.set_defaults(func=cmd_phases)
 
     configs = sub.add_parser("configs", help="list the named configurations")
@@ -131,7 +140,12 @@ def cmd_build(args):
     ctx.compiler                              # and the compiler, before anything is written
     if args.pgo == "on":
         check_writable(ctx.profile)
-    workdir.save_settings(settings, fresh=args.fresh)
+    with workdir.locked():
+        workdir.save_settings(settings, fresh=args.fresh)
+        run_pipeline(args, workdir, ctx, settings)
+
+
+def run_pipeline(args, workdir, ctx, settings):
     pipeline = PIPELINES[pipeline_name(settings)]
     if args.phase:
         unknown = [p for p in args.phase if p not in pipeline]
@@ -156,17 +170,33 @@ def cmd_phase(args):
     pipeline = PIPELINES[pipeline_name(settings)]
     if args.name not in pipeline:
         raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build")
-    run_phases(Context(workdir, settings), pipeline, [args.name])
+    with workdir.locked():
+        run_phases(Context(workdir, settings), pipeline, [args.name])
 
 
 def cmd_phases(args):
-    rows = [{"name": PHASES[n].name, "title": PHASES[n].title, "inputs": list(PHASES[n].inputs),
-             "outputs": list(PHASES[n].outputs)} for n in PIPELINES[args.pgo]]
+    if args.files:
+        print_contract(args.json)
+        return
+    pipeline = PIPELINES[args.pgo]
+    rows = [{"name": name, "title": PHASES[name].title,
+             "inputs": [path for path in PHASES[name].inputs if contract.maker(pipeline, name, path)],
+             "outputs": list(PHASES[name].outputs)} for name in pipeline]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for row in rows:
             print(f"{row['name']:<13} {row['title']}")
+
+
+def print_contract(as_json):
+    rows = [asdict(item) for item in contract.ITEMS]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        print(f"{row['path']}\n  written by {', '.join(row['written_by'])}; read by {', '.join(row['read_by'])}\n"
+              f"  {row['carries']}")
 
 
 def check_writable(path):

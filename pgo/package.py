@@ -5,9 +5,11 @@ package`), the debs are assembled from its staged install, and the rpms come
 from MariaDB's own -DRPM=<target> route: the configuration built again in the
 RPM layout with the same profile, its profile use checked like the release
 build's. Every run proves the packaged server is a checked binary by comparing
-its GNU build-id with that build tree's before anything is published.
+its GNU build-id with that build tree's before anything is published. A PGO
+build that did not pass its profile check is never packaged; --as-plain
+packages a plain build of its configuration instead.
 
-    pgo package --workdir W --format bintar|rpm|deb --out DIR
+    pgo package --workdir W --format bintar|rpm|deb --out DIR [--as-plain]
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
@@ -23,11 +25,11 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
-from pgo.workdir import REPO, Workdir, read_json, write_json
+from pgo.workdir import REPO, Workdir, write_json
 
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
@@ -41,6 +43,9 @@ def register(subparsers):
     package.add_argument("--out", required=True, help="folder to publish into (must not exist yet)")
     package.add_argument("--release", type=release_number, default=1,
                          help="package release number: deb revision, rpm Release (default 1)")
+    package.add_argument("--as-plain", action="store_true",
+                         help="package a plain build (no profile) of the work directory's configuration, "
+                         "built in its package-plain/: what a PGO build that failed its profile check may ship as")
     package.set_defaults(func=cmd_package)
     from pgo import prove
     prove.register(subparsers)
@@ -88,29 +93,14 @@ def load_build(workdir_path, release=1):
     workdir = Workdir(workdir_path)
     if not workdir.root.is_dir():
         raise PipelineError(f"work directory {workdir.root} does not exist")
-    info_file = workdir.root / "build-info.json"
-    if not info_file.is_file():
-        raise PipelineError(f"{info_file} is missing: the work directory's build is not staged "
-                            "(run `pgo build` to its end first)")
-    info = read_json(info_file)
+    info = contract.staged_build(workdir)
     products = load_toml(RECIPES / "products.toml")
     if info["product"] not in products:
         raise PipelineError(f"packaging/products.toml has no entry for product '{info['product']}'")
     product = products[info["product"]]
-    if info["pgo"] == "on":
-        use_file = workdir.root / "profile-use.json"
-        if not use_file.is_file():
-            raise PipelineError(f"{workdir.root} is a PGO build but has no profile-use.json: the optimised "
-                                "build's profile use was never checked, so it must not be packaged as PGO")
-        use = read_json(use_file)
-        if not info.get("profile_id") or use.get("profile_id") != info["profile_id"]:
-            raise PipelineError(f"profile-use.json (profile {use.get('profile_id')}) does not belong to the "
-                                f"staged build (profile {info.get('profile_id')}); rerun phase stage")
-        variant, label = "optimized", "pgo"
-    elif info["pgo"] == "off":
-        variant, label = "plain", ""
-    else:
-        raise PipelineError(f"build-info.json says pgo={info['pgo']!r}; expected 'on' or 'off'")
+    # The label is the check's: only a build that passed its profile check is staged as optimised.
+    variant = info["variant"]
+    label = "pgo" if variant == "optimized" else ""
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
@@ -149,7 +139,16 @@ def recipe(fmt, build):
 # --- publishing ---------------------------------------------------------------
 
 def cmd_package(args):
-    build = load_build(args.workdir, args.release)
+    workdir = Workdir(args.workdir)
+    if not workdir.root.is_dir():
+        raise PipelineError(f"work directory {workdir.root} does not exist")
+    # The rpm build writes into the work directory, and a phase run meanwhile would change what is packaged.
+    with workdir.locked():
+        publish(args)
+
+
+def publish(args):
+    build = plain_build(args.workdir, args.release) if args.as_plain else load_build(args.workdir, args.release)
     out = Path(args.out).resolve()
     if out.exists():
         raise PipelineError(f"{out} already exists; packages are never overwritten (choose another --out)")
@@ -158,20 +157,20 @@ def cmd_package(args):
     say(f"packaging {what} ({'PGO, profile ' + build.info['profile_id'] if build.label else 'plain build'}) "
         f"as {args.format}")
     started = time.monotonic()
-    # Built next to DIR and renamed at the end: DIR is complete or absent.
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+
+    def fill(folder):
+        folder.mkdir()
+        folder.chmod(0o755)
         with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch:
             # A maker returns the build it packaged: this one, or the format's own rebuild.
-            build, packages = MAKERS[args.format](build, staging, Path(scratch))
-        identity = check_identity(build, args.format, packages)
-        write_buildinfo(build, args.format, staging, packages, identity)
-        write_sha256sums(staging)
-        os.chmod(staging, 0o755)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            packaged, packages = MAKERS[args.format](build, folder, Path(scratch))
+        identity = check_identity(packaged, args.format, packages)
+        write_buildinfo(packaged, args.format, folder, packages, identity)
+        write_sha256sums(folder)
+
+    # Made hidden next to DIR and renamed at the end: DIR is complete or absent.
+    if not atomic.place(out, fill):
+        raise PipelineError(f"{out} appeared while packaging; packages are never overwritten")
     for path in sorted(out.iterdir()):
         say(f"  {path.name}  {path.stat().st_size / 1e6:.1f} MB")
     say(f"published {out} in {time.monotonic() - started:.0f} s")
@@ -188,7 +187,9 @@ def write_buildinfo(build, fmt, folder, packages, identity):
         "release": build.release,
         "pgo": info["pgo"],
         "profile_id": info["profile_id"],
-        "profile_use": read_json(build.workdir.root / "profile-use.json") if build.label else None,
+        # The binary's own profile check (pgo prove reads the label from it).
+        "profile_use": info["check"],
+        "identity": info["identity"],
         "source": {k: info["source"][k] for k in ("version", "checksum", "kind", "origin")},
         "compiler": info["compiler"],
         "config": info["config"],
@@ -348,28 +349,38 @@ def rebuild(build, fmt, cmake_extra):
     plain. It lives in the work directory's package-<format>/ and resumes there.
     """
     from pgo import archive
-    from pgo.phases import PIPELINES, Context, pipeline_name, run_phases
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
-        entry = settings.profile_from
-        if not entry:
-            stored = build.workdir.root / "archive.json"
-            if not stored.is_file():
-                raise PipelineError(f"{build.workdir.root}: the profile is not archived, so the {fmt} build "
-                                    "cannot reuse it (run phase archive first)")
-            entry = read_json(stored)["entry"]
+        entry = archive.archived_entry(build.workdir)
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = archive.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
-    nested = Workdir(build.workdir.root / f"package-{fmt}")
+    return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",
+                        build.release)
+
+
+def plain_build(workdir_path, release):
+    """The work directory's configuration built without a profile, whatever its own build's check said.
+
+    Never the work directory's own optimised binary: that one says "PGO build"
+    in its version comment, and its label could only be wrong.
+    """
+    settings = replace(Workdir(workdir_path).load_settings(), pgo="off", profile_from=None, profile_dir=None)
+    return build_nested(Workdir(workdir_path).root / "package-plain", settings, "plain build", release)
+
+
+def build_nested(root, settings, what, release):
+    """Run a pipeline in a work directory's sub-folder, resuming there; return its staged build."""
+    from pgo.phases import PIPELINES, Context, pipeline_name, run_phases
+    nested = Workdir(root)
     fresh = nested.settings_file.is_file() and nested.load_settings() != settings
     nested.save_settings(settings, fresh=fresh)
     pipeline = PIPELINES[pipeline_name(settings)]
     done = nested.state()["done"]
-    say(f"building the {fmt} build ({' '.join(cmake_extra)}) in {nested.root}"
+    say(f"building the {what} in {nested.root}"
         + (f"; resuming after {', '.join(p for p in pipeline if p in done)}" if done else ""))
     run_phases(Context(nested, settings), pipeline, [p for p in pipeline if p not in done])
-    return load_build(nested.root, build.release)
+    return load_build(nested.root, release)
 
 
 def describe(text, build):

@@ -1,9 +1,9 @@
 """The pipeline's phases, defined once as data.
 
-Each phase has a name, a one-line title, the work-directory paths it reads and
-writes, and a function that does the work. The CLI (`pgo build`, `pgo phase`),
-the Buildbot factory (steps/factories.py) and the tests all run these same
-definitions; a phase never knows which of them runs it.
+Each phase has a name, a one-line title, a function that does the work, and the
+work-directory paths it reads and writes (pgo/contract.py names them). The CLI
+(`pgo build`, `pgo phase`), the Buildbot factory (steps/factories.py) and the
+tests all run these same definitions; a phase never knows which of them runs it.
 """
 
 import os
@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, profile, source
+from pgo import PipelineError, archive, contract, profile, source
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
+from pgo.toolchain import detect, gcov_binary, pgo_flags
 from pgo.workdir import REPO, read_json, write_json
 
 
@@ -24,8 +24,14 @@ class Phase:
     name: str
     title: str
     run: Callable
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
+
+    @property
+    def inputs(self):
+        return contract.inputs(self.name)
+
+    @property
+    def outputs(self):
+        return contract.outputs(self.name)
 
 
 class Context:
@@ -58,7 +64,7 @@ def fetch_source(ctx, log):
     elif link.exists():
         shutil.rmtree(link)
     link.symlink_to(tree)
-    write_json(ctx.workdir.root / "source.json",
+    write_json(ctx.workdir.root / contract.SOURCE_RECORD,
                {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
     log.note(f"source {src.origin} sha256 {src.checksum} in {tree}")
 
@@ -67,15 +73,18 @@ def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
     compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir)
+    # CMake puts these strings into the compile commands the shell runs: quote each
+    # flag, so that a work directory with a space in its path builds too.
+    compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
     args = [
         # The shared tree's own path, the same for every build of this source.
         "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
         *ctx.settings.cmake_extra,
-        f"-DCMAKE_C_FLAGS={' '.join(compile_flags)}",
-        f"-DCMAKE_CXX_FLAGS={' '.join(compile_flags)}",
-        *(f"-DCMAKE_{kind}_LINKER_FLAGS={' '.join(link_flags)}" for kind in ("EXE", "SHARED", "MODULE")),
+        f"-DCMAKE_C_FLAGS={compile_flags}",
+        f"-DCMAKE_CXX_FLAGS={compile_flags}",
+        *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
         f"-D{ctx.product.comment_variable}={comment}",
     ]
     recorded = build_dir / "pgo-configure.json"
@@ -85,9 +94,15 @@ def build_variant(ctx, log, variant, comment):
     if variant == "optimized" or not same:
         shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir(parents=True, exist_ok=True)
+    contract.new_build_token(build_dir)
     log.run(args)
     write_json(recorded, [str(a) for a in args])
     log.run(["ninja", "-C", build_dir, "-j", str(os.cpu_count() or 2)])
+
+
+def shell_words(flags):
+    """Flags as one CMake flags string; double quotes, which CMake keeps through try_compile too."""
+    return " ".join(f'"{flag}"' if " " in flag else flag for flag in flags)
 
 
 def install(build_dir, prefix, log):
@@ -128,7 +143,7 @@ def check_profile(ctx, log):
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
-    write_json(ctx.workdir.root / "profile-check.json", figures)
+    contract.write(ctx, "check", contract.PROFILE_CHECK, figures)
     for line in describe_check(figures):
         log.note(line)
         print(f"[check] {line}", flush=True)
@@ -163,17 +178,22 @@ def si(count):
 
 
 def build_optimized(ctx, log):
-    figures = read_json(ctx.workdir.root / "profile-check.json")
-    profile_id = figures["profile_id"]
+    profile_id = read_json(ctx.workdir.root / contract.PROFILE_CHECK)["profile_id"]
     build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, profile {profile_id}")
-    warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs)
-    verdict = profile.judge_use(warnings, ctx.workdir.build("optimized"), ctx.product.hot_dirs,
+    build_dir = ctx.workdir.build("optimized")
+    warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
+                                         ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
+    verdict = profile.judge_use(warnings, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict["profile_id"] = profile_id
-    write_json(ctx.workdir.root / "profile-use.json", verdict)
+    # Written whether it passed or not: the verdict belongs to this tree (its build token).
+    contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
     print(f"[optimized] profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
           f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects without profile, "
-          f"{verdict['coverage_mismatch']} coverage mismatches", flush=True)
+          f"{verdict['coverage_mismatch']} coverage mismatches, "
+          f"{verdict['functions_without_profile']} functions without profile", flush=True)
+    if not verdict["passed"]:
+        raise PipelineError("; ".join(verdict["problems"]))
 
 
 def build_plain(ctx, log):
@@ -181,20 +201,33 @@ def build_plain(ctx, log):
 
 
 def stage(ctx, log):
+    """Install the build whose check passed; record its identity, taken from that check."""
     variant = "optimized" if ctx.settings.pgo == "on" else "plain"
-    install(ctx.workdir.build(variant), ctx.workdir.stage, log)
-    use = read_json(ctx.workdir.root / "profile-use.json") if variant == "optimized" else None
-    write_json(ctx.workdir.root / "build-info.json", {
+    build_dir = ctx.workdir.build(variant)
+    built = ctx.workdir.state()["done"][variant]
+    check = read_json(ctx.workdir.root / contract.PROFILE_USE) if variant == "optimized" else None
+    token = contract.build_token(build_dir)
+    if token is None or built["build_token"] != token or (check and check["build_token"] != token):
+        raise PipelineError(f"{build_dir} is not the tree phase {variant} built and checked: run phase {variant} again")
+    if check and not check["passed"]:
+        raise PipelineError(f"the optimised build did not pass its profile check: {'; '.join(check['problems'])}")
+    install(build_dir, ctx.workdir.stage, log)
+    identity = check["identity"] if check else built["identity"]
+    write_json(ctx.workdir.root / contract.BUILD_INFO, {
         "product": ctx.product.name,
         "version": ctx.settings.version,
         "config": ctx.config.name,
         "pgo": ctx.settings.pgo,
-        "profile_id": use["profile_id"] if use else None,
-        "source": read_json(ctx.workdir.root / "source.json"),
-        "compiler": {"cc": ctx.compiler.cc, "version": ctx.compiler.version, "banner": ctx.compiler.banner},
+        "variant": variant,
+        "build_token": token,
+        "identity": identity,
+        "check": check,
+        "profile_id": check["profile_id"] if check else None,
+        "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
+        "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
         "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR")[0],
-        "flags_fingerprint": fingerprint(ctx.config.cmake_args),
+        "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),
     })
 
@@ -204,23 +237,15 @@ def comment_base(ctx):
 
 
 PHASES = {p.name: p for p in (
-    Phase("source", "get, verify and unpack the source", fetch_source, (), ("src", "source.json")),
-    Phase("instrumented", "configure + build with -fprofile-generate, install for training",
-          build_instrumented, ("src",), ("build/pgo", "build/instrumented-install")),
-    Phase("train", "run the training workload against the instrumented server",
-          train, ("build/instrumented-install",), ("profile",)),
-    Phase("check", "check the profile reached the hot objects",
-          check_profile, ("profile", "build/pgo"), ("profile-check.json",)),
-    Phase("optimized", "configure + build with -fprofile-use, count profile warnings",
-          build_optimized, ("src", "profile", "profile-check.json"), ("build/pgo", "profile-use.json")),
-    Phase("archive", "store the profile in the profile archive, with its manifest",
-          archive.archive_phase, ("profile", "profile-check.json", "profile-use.json"), ("archive.json",)),
-    Phase("import", "take the profile from the archive, check it fits this build",
-          archive.import_profile, ("source.json",), ("profile", "profile-check.json")),
-    Phase("plain", "configure + build without a profile (the baseline)",
-          build_plain, ("src",), ("build/plain",)),
-    Phase("stage", "install the build into the staging tree for the packagers",
-          stage, ("src",), ("stage", "build-info.json")),
+    Phase("source", "get, verify and unpack the source", fetch_source),
+    Phase("instrumented", "configure + build with -fprofile-generate, install for training", build_instrumented),
+    Phase("train", "run the training workload against the instrumented server", train),
+    Phase("check", "check the profile reached the hot objects", check_profile),
+    Phase("optimized", "configure + build with -fprofile-use, count profile warnings", build_optimized),
+    Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
+    Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
+    Phase("plain", "configure + build without a profile (the baseline)", build_plain),
+    Phase("stage", "install the build into the staging tree for the packagers", stage),
 )}
 
 PIPELINES = {
@@ -239,21 +264,19 @@ def run_phases(ctx, pipeline, todo):
     workdir = ctx.workdir
     for name in todo:
         phase = PHASES[name]
-        for needed in phase.inputs:
-            path = ctx.profile if needed == "profile" else workdir.root / needed
-            if not path.exists():
-                maker = next(p for p in pipeline if needed in PHASES[p].outputs)
-                raise PipelineError(f"phase {name} needs {needed}: run phase {maker} first")
+        contract.require(ctx, pipeline, name)
         step = pipeline.index(name) + 1
         say(f"== phase {step} of {len(pipeline)}: {name}: {phase.title}")
+        contract.invalidate(ctx, pipeline, name)
         log = PhaseLog(workdir.logs / f"{name}.log", name)
-        later = pipeline[step:]
-        workdir.forget([name, *later])
         started = time.monotonic()
         try:
             phase.run(ctx, log)
+        except BaseException as e:
+            workdir.mark_failed(name, str(e).splitlines()[0] if str(e) else type(e).__name__)
+            raise
         finally:
             log.close()
         seconds = time.monotonic() - started
-        workdir.mark_done(name, seconds, later)
+        contract.succeeded(ctx, name, seconds)
         say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")

@@ -41,6 +41,7 @@ def cmd_prove(args):
     folder = Path(args.folder).resolve()
     info = read_json(folder / "buildinfo.json")
     check_checksums(folder)
+    check_label(info)
     say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
     comment = PROVERS[info["format"]](folder, info, args)
@@ -55,6 +56,23 @@ def check_checksums(folder):
     if bad:
         raise PipelineError(f"checksum mismatch: {', '.join(bad)}")
     say(f"  {SUMS}: every file matches")
+
+
+def check_label(info):
+    """A PGO label stands only on the packaged binary's own passed profile check."""
+    check = info.get("profile_use")
+    pgo_named = info["profile_id"] or "+pgo" in info["package_version"]
+    if not pgo_named:
+        return
+    if not check or not check.get("passed"):
+        raise PipelineError(f"{info['package_version']} is labelled PGO, but its binary did not pass a profile check")
+    theirs = (check.get("profile_id"), check.get("identity", {}).get("compiler", {}).get("version"))
+    ours = (info["profile_id"], info["compiler"]["version"])
+    if theirs != ours:
+        raise PipelineError(f"{info['package_version']} is labelled profile {ours[0]}, GCC {ours[1]}, but its "
+                            f"binary's profile check says profile {theirs[0]}, GCC {theirs[1]}")
+    say(f"  label: profile {check['profile_id']} used by {check['hot_coverage']:.0%} of the hot objects, "
+        f"GCC {theirs[1]} (the binary's own profile check)")
 
 
 def check_mark(comment, info):

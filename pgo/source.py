@@ -15,9 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, atomic
 
-VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+# ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
+VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 DEB_SRC_ENTRY = Path("/etc/apt/sources.list.d/pgo-deb-src.sources")
 
 
@@ -29,8 +30,8 @@ class Source:
 
 
 def validate_version(version):
-    if not VERSION_RE.match(version or ""):
-        raise PipelineError(f"invalid version '{version}': expected MAJOR.MINOR.PATCH, e.g. 10.11.18")
+    if not VERSION_RE.fullmatch(version or ""):
+        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.18")
     return version
 
 
@@ -89,6 +90,9 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
         source = Source(kind, str(Path(spec).resolve()), sha256_file(spec))
         tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(Path(spec), dest))
     elif kind == "directory":
+        # Before reading or copying anything: a directory that is not this version's source (a mistyped
+        # path, `/`) is refused as it is.
+        require_version(Path(spec), version, str(Path(spec).resolve()))
         source = Source(kind, str(Path(spec).resolve()), sha256_tree(spec))
         tree = shared_tree(src_root, product, version, source, lambda dest: shutil.copytree(
             spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
@@ -101,10 +105,14 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
             tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
         finally:
             shutil.rmtree(checkout, ignore_errors=True)
+    require_version(tree, version, source.origin)
+    return source, tree
+
+
+def require_version(tree, version, origin):
     found = source_version(tree)
     if found != version:
-        raise PipelineError(f"source {source.origin} is version {found}, not the requested {version}")
-    return source, tree
+        raise PipelineError(f"source {origin} is version {found}, not the requested {version}")
 
 
 def ensure_dir(path):
@@ -113,20 +121,17 @@ def ensure_dir(path):
 
 
 def shared_tree(src_root, product, version, source, fill):
-    """The tree of this source under src_root, filled once: in a hidden folder, then renamed."""
+    """The tree of this source under src_root, filled once: in a hidden folder, then renamed
+    only when it is this version's source (nothing else stays in the cache)."""
     tree = ensure_dir(src_root) / f"{product.name}-{version}-{source.checksum.split(':')[-1][:12]}"
     if tree.is_dir():
         return tree
-    partial = Path(tempfile.mkdtemp(prefix=f".{tree.name}.partial-", dir=src_root))
-    try:
-        fill(partial / "tree")
-        try:
-            (partial / "tree").rename(tree)
-        except OSError:
-            if not tree.is_dir():    # else another build of the same source was first
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+
+    def checked(dest):
+        fill(dest)
+        require_version(dest, version, source.origin)
+
+    atomic.place(tree, checked)    # or another build of the same source was first: the same tree
     return tree
 
 
@@ -140,7 +145,7 @@ def source_version(tree):
     if len(parts) == 3:
         return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
     first = text.strip().splitlines()[0] if text.strip() else ""
-    if VERSION_RE.match(first):
+    if VERSION_RE.fullmatch(first):
         return first
     raise PipelineError(f"{path} names no version: not a MariaDB (or fixture) source tree")
 

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,7 +18,10 @@ class Compiler:
     cxx: str
     version: str   # exact, e.g. "12.2.0": the .gcda format depends on it
     banner: str    # first line of `gcc --version`, names the distribution build
+    path: str      # where `cc` resolves on PATH now: names a compiler swapped in between phases
 
+    def identity(self):
+        return {"cc": self.cc, "path": self.path, "version": self.version, "banner": self.banner}
 
 
 def detect(cc="gcc", cxx="g++"):
@@ -31,7 +35,7 @@ def detect(cc="gcc", cxx="g++"):
     cxx_version = _output([cxx, "-dumpfullversion"]).strip()
     if cxx_version != version:
         raise PipelineError(f"C compiler {cc} is GCC {version} but C++ compiler {cxx} is GCC {cxx_version}")
-    return Compiler(cc, cxx, version, banner)
+    return Compiler(cc, cxx, version, banner, os.path.realpath(shutil.which(cc)))
 
 
 def gcov_binary(tool, version):

@@ -1,8 +1,10 @@
 """A build's work directory: its settings, which phases are done, and where everything lives."""
 
+import fcntl
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -82,22 +84,45 @@ class Workdir:
             self.state_file.unlink(missing_ok=True)
         write_json(self.settings_file, asdict(settings))
 
-    # state: which phases are done and how long they took
+    # state: which phases are done (pgo/contract.py says what each record holds) and which failed
     def state(self):
-        return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {"done": {}}
+        state = json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
+        return {"done": {}, "failed": {}, **state}
 
-    def mark_done(self, phase, seconds, later_phases):
+    def mark_done(self, phase, seconds, record):
         state = self.state()
-        for name in later_phases:
-            state["done"].pop(name, None)
-        state["done"][phase] = {"seconds": round(seconds, 1), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        state["done"][phase] = dict(record, seconds=round(seconds, 1),
+                                    finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        write_json(self.state_file, state)
+
+    def mark_failed(self, phase, error):
+        state = self.state()
+        state["failed"][phase] = {"error": error, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         write_json(self.state_file, state)
 
     def forget(self, phases):
         state = self.state()
         for name in phases:
             state["done"].pop(name, None)
+            state["failed"].pop(name, None)
         write_json(self.state_file, state)
+
+    @contextmanager
+    def locked(self):
+        """One pgo command at a time per work directory: two would rebuild and record over each other."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "?"
+                raise PipelineError(f"work directory {self.root} is in use by another pgo command "
+                                    f"(pid {holder}); wait for it to finish") from None
+            lock.truncate(0)
+            lock.write(str(os.getpid()))
+            lock.flush()
+            yield
 
 
 def write_json(path, data):

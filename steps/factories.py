@@ -172,6 +172,10 @@ def release_factory(settings, platform):
                               set_properties={"pgo_workdir": WORK, "staging": staged,
                                               "release_worker": util.Property("workername")}))
     f.addStep(PublishFolder(staged, util.Interpolate(f"{settings.downloads}/%(prop:version)s/{platform.name}")))
+    # The archive phase stored the profile as pending: only a published release's
+    # profile becomes a release profile, which later builds take as `latest`.
+    f.addStep(pgo_step(settings, "promote-profile",
+                       ["archive", "promote", "--workdir", WORK, "--archive", settings.archive, "--kind", "release"]))
     f.addStep(DiscardStaging(staged))
     return f
 

@@ -9,10 +9,10 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"
 
 
-def run_pgo(*args, cwd=REPO, check=True):
-    """Run the pgo CLI as a user would; return the CompletedProcess."""
+def run_pgo(*args, cwd=REPO, check=True, env=None):
+    """Run the pgo CLI as a user would (env: variables to add); return the CompletedProcess."""
     result = subprocess.run([sys.executable, "-m", "pgo", *map(str, args)], cwd=cwd,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env={**os.environ, **(env or {})})
     if check and result.returncode != 0:
         raise AssertionError(f"pgo {' '.join(map(str, args))} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")

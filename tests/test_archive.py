@@ -93,6 +93,7 @@ def trained(tmp_path_factory):
     base = tmp_path_factory.mktemp("trained")
     root = base / "archive"
     ok(build(base / "work", root))
+    ok(pgo("archive", "promote", "--workdir", base / "work", archive_root=root))     # as if published
     return base / "work", root
 
 
@@ -117,7 +118,7 @@ def test_training_build_archives_its_profile_with_a_full_manifest(trained):
     assert manifest["compiler"]["version"] == info["compiler"]["version"]
     assert manifest["flags_fingerprint"] == info["flags_fingerprint"]
     assert manifest["source"]["checksum"] == info["source"]["checksum"]
-    assert manifest["kind"] == "release" and manifest["line"] == "1.0"
+    assert manifest["kind"] == "pending" and entry.kind() == "release" and manifest["line"] == "1.0"
     assert len(manifest["files"]) == check["gcda_files"] == len(list((work / "profile").glob("*.gcda")))
     assert manifest["functions"] >= 3          # main, hot_digest, cold_digest
     assert manifest["optimized"]["hot_coverage"] == 1.0
@@ -357,3 +358,43 @@ def test_prune_keeps_releases_and_the_newest_nightlies(trained, tmp_path):
     assert sorted(e.name.split("/")[1] for e in archive.entries(root)) == ["1.0.0", "1.0.2", "1.0.3"]
     assert not hidden_leftovers(root)
     one_line_error(pgo("archive", "prune", "--keep", "0", archive_root=root), "--keep must be at least 1")
+
+
+# --- kinds --------------------------------------------------------------------
+
+def kinds(root):
+    return [row["kind"] for row in json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)]
+
+
+def test_a_release_profile_is_pending_until_published_and_never_latest_before(tmp_path):
+    root = tmp_path / "archive"
+    work = tmp_path / "work"
+    result = ok(build(work, root))
+    # The benchmark gate refused the release: its profile is no `latest`.
+    one_line_error(build(tmp_path / "reuse", root, "--profile-from", "latest"), "no archived profile", "fits")
+    assert kinds(root) == ["pending"] and json.loads((work / "archive.json").read_text())["kind"] == "pending"
+    assert "promoted" not in result.stdout
+    promoted = ok(pgo("archive", "promote", "--workdir", work, archive_root=root))
+    entry = only_entry(root)
+    assert f"profile {entry.profile_id} promoted from pending to release" in promoted.stdout
+    assert kinds(root) == ["release"]
+    ok(build(tmp_path / "reuse", root, "--profile-from", "latest"))
+    ok(pgo("archive", "verify", archive_root=root))
+
+
+def test_a_nightly_profile_stored_again_as_a_release_is_promoted_never_demoted(tmp_path):
+    root = tmp_path / "archive"
+    work = tmp_path / "work"
+    ok(build(work, root, "--archive-kind", "nightly"))
+    assert kinds(root) == ["nightly"]
+    stored = ok(store(work, root, "--kind", "release"))
+    assert "promoted from nightly to release" in stored.stdout and kinds(root) == ["release"]
+    again = ok(store(work, root, "--kind", "nightly"))
+    assert "stays release" in again.stdout and kinds(root) == ["release"]
+    entry = only_entry(root)
+    history = json.loads((entry.path / archive.KIND).read_text())["history"]
+    assert [(h["from"], h["to"]) for h in history] == [("nightly", "release")]
+    # A promoted nightly is a release: prune keeps it.
+    ok(pgo("archive", "prune", "--keep", "1", archive_root=root))
+    assert archive.entries(root) == [entry]
+    one_line_error(pgo("archive", "promote", "--workdir", work, entry.name, archive_root=root), "one of them")

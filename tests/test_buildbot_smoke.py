@@ -108,6 +108,11 @@ def test_release_can_reuse_an_archived_profile(master, tmp_path):
                               "--source", source, "--workdir", tmp_path / "trained", "--archive", settings.archive],
                              cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
     assert trained.returncode == 0, trained.stderr
+    # Its release published: a pending profile is never `latest`.
+    promoted = subprocess.run([sys.executable, "-m", "pgo", "archive", "promote", "--workdir", tmp_path / "trained",
+                               "--archive", settings.archive], cwd=Path(__file__).resolve().parent.parent,
+                              capture_output=True, text=True)
+    assert promoted.returncode == 0, promoted.stderr
     results, (build,), lines = release(admin_api(settings), "1.0.2", source=str(source), profile="latest")
     assert results == 0, "\n".join(lines)
     assert "profile used by 100% of 2 hot objects" in build["state_string"]

@@ -125,7 +125,7 @@ def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, tr
         str(workdir / "src"), str(workdir / "build" / "pgo")}
 
 
-def test_optimised_build_without_profile_fails(tmp_path, pgo):
+def test_optimised_build_whose_profile_vanished_is_refused(tmp_path, pgo):
     workdir = tmp_path / "w"
     pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented", "--phase", "train",
         "--phase", "check")
@@ -133,14 +133,18 @@ def test_optimised_build_without_profile_fails(tmp_path, pgo):
         gcda.unlink()
     result = pgo("phase", "optimized", "--workdir", workdir, check=False)
     assert result.returncode == 1
-    assert "0% of the hot objects got a profile" in result.stderr
+    assert "phase optimized would use profile id None, but phase train made its input with 1.0.0-" in result.stderr
 
 
 def test_training_that_writes_nothing_fails_the_check(tmp_path, pgo):
     workdir = tmp_path / "w"
-    pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented", "--phase", "train")
-    shutil.rmtree(workdir / "profile")
-    (workdir / "profile").mkdir()
+    pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented")
+    # A server that exits without writing its counters (killed, say): the training itself passes.
+    binary = workdir / "build" / "instrumented-install" / "bin" / "fixture"
+    binary.unlink()
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    pgo("phase", "train", "--workdir", workdir)
     result = pgo("phase", "check", "--workdir", workdir, check=False)
     assert result.returncode == 1 and "wrote no profile data" in result.stderr
 
@@ -159,6 +163,9 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
 
 @pytest.mark.parametrize("args, message", [
     (["--version", "1.0"], "invalid version '1.0'"),
+    (["--version", "1.0.0\n"], "invalid version '1.0.0\\n'"),
+    (["--version", "1.0.\u0661"], "invalid version '1.0.\u0661'"),        # ARABIC-INDIC DIGIT ONE
+    (["--version", "\uff11.0.0"], "invalid version '\uff11.0.0'"),        # FULLWIDTH DIGIT ONE
     (["--version", "2.0.0"], "is version 1.0.0, not the requested 2.0.0"),
     (["--version", "1.0.0", "--cc", "no-such-gcc"], "compiler 'no-such-gcc' not found"),
     (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
@@ -170,6 +177,30 @@ def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     assert result.returncode != 0
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tree", ["not a source tree", "another version"])
+def test_a_rejected_source_directory_is_not_copied_into_the_cache(tmp_path, pgo, tree):
+    src = tmp_path / "src"
+    if tree == "another version":
+        shutil.copytree(FIXTURE, src)
+        (src / "VERSION").write_text("2.0.0\n")
+    else:
+        src.mkdir()
+        (src / "big-file").write_bytes(b"\0" * 4096)
+    cache = tmp_path / "cache"
+    result = pgo(*BUILD[:-1], src, "--workdir", tmp_path / "w", "--cache", cache, check=False)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert not cache.exists() or not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_an_os_error_in_a_phase_is_one_line(tmp_path, pgo):
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    (workdir / "logs").write_text("a file where the logs folder goes\n")
+    result = pgo(*BUILD, "--workdir", workdir, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"pgo: error: File exists: {workdir / 'logs'}"]
 
 
 def test_source_that_is_not_mariadb(tmp_path, pgo):
@@ -200,9 +231,21 @@ def test_phases_are_data(pgo):
     assert all(i in produced for p in phases for i in p["inputs"])
 
 
+def test_the_contract_names_every_path_the_phases_use(pgo):
+    items = {row["path"]: row for row in json.loads(pgo("phases", "--files", "--json").stdout)}
+    for pipeline in ("on", "off", "reuse"):
+        for phase in json.loads(pgo("phases", "--pgo", pipeline, "--json").stdout):
+            assert all(path in items for path in phase["inputs"] + phase["outputs"])
+    # Two different files, two different writers: the work directory's and the published folder's.
+    assert items["build-info.json"]["written_by"] == ["stage"]
+    assert items["buildinfo.json"]["written_by"] == ["pgo package"]
+    assert "every phase" in items["state.json"]["written_by"]
+    assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout
+
+
 def test_phase_alone_needs_its_inputs(tmp_path, pgo):
     result = pgo(*BUILD, "--workdir", tmp_path / "w", "--phase", "optimized", check=False)
-    assert result.returncode == 1 and "needs src: run phase source first" in result.stderr
+    assert result.returncode == 1 and "needs src from phase source: run phase source first" in result.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")

@@ -3,6 +3,7 @@
 import io
 import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -219,10 +220,23 @@ def test_compiler_warnings_are_counted_and_classified():
 ../client/c.c:1:1: warning: ‘/w/profile/client#c.c.gcda’ profile count data file not found [-Wmissing-profile]
 ../sql/b.cc:5:3: warning: source locations for function 'f' have changed, the profile data may be out of date [-Wcoverage-mismatch]
 """
-    counts = profile.compiler_warnings(log, ["sql"])
+    counts = profile.compiler_warnings(log, ["sql"], Path("/src"), ["sql/CMakeFiles/sql.dir/a.cc"])
     assert counts["missing_profile"] == 2 and counts["missing_profile_hot"] == 1
     assert counts["coverage_mismatch"] == 1 and counts["source_moved"] == 1
     assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/a.cc"]
+    assert counts["functions_without_profile"] == 0
+
+
+def test_functions_without_profile_take_their_object_out_of_the_hot_coverage():
+    """A .gcda with another object's counters: GCC names each function it has no counters for."""
+    log = """/src/sql/b.cc:28:10: warning: profile for function ‘cold’ not found in profile data [-Wmissing-profile]
+/src/sql/b.cc:8:10: warning: profile for function ‘hot’ not found in profile data [-Wmissing-profile]
+/src/sql/b.cc:8:10: warning: profile for function ‘hot’ not found in profile data [-Wmissing-profile]
+"""
+    objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc", "CMakeFiles/x.dir/sql/b.cc"]
+    counts = profile.compiler_warnings(log, ["sql"], Path("/src"), objects)
+    assert counts["functions_without_profile"] == 2
+    assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]
 
 
 def test_training_compiles_with_the_builds_compiler():

@@ -1,0 +1,269 @@
+"""The work directory's contract: every path in it, which phase writes and reads it, the identity it carries.
+
+A `+pgo` label is only as good as the chain behind it: the source the profile
+was trained on, the compiler that wrote and reads the .gcda files, the flags,
+the profile itself. So each phase records in state.json, beside "done", the
+identity of what it made; before a phase runs, every phase that made one of its
+inputs must be recorded as done, and with the identity the phase is about to
+use, or it refuses and names the difference. A phase that fails is recorded as
+failed, so nothing takes over what it left behind; a phase that runs again
+first removes every later phase's outputs, files included.
+
+Build trees carry a token, new for every build: the optimised build's profile
+check, the staged tree and the packages name it, so a label can only come from
+the check of the very tree that holds the binary.
+"""
+
+import shutil
+import uuid
+from dataclasses import dataclass
+
+from pgo import PipelineError, profile
+from pgo.toolchain import fingerprint
+from pgo.workdir import read_json, write_json
+
+SETTINGS, STATE = "settings.json", "state.json"
+SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
+ARCHIVE_RECORD, BUILD_INFO, PACKAGE_INFO = "archive.json", "build-info.json", "buildinfo.json"
+PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
+BUILD_TOKEN = "pgo-build-token"
+
+
+@dataclass(frozen=True)
+class Item:
+    path: str
+    written_by: tuple[str, ...]
+    read_by: tuple[str, ...]
+    carries: str
+
+
+# Commands (`pgo build`, `pgo package`) appear beside the phases: they read and write the contract too.
+ITEMS = (
+    Item(SETTINGS, ("pgo build",), ("every phase", "pgo package", "pgo archive store", "pgo archive promote"),
+         "the options the work directory was set up with; other options are refused"),
+    Item(STATE, ("every phase",), ("every phase", "pgo package", "pgo archive store"),
+         "per phase: done (with the identity of what it made) or failed (with the reason)"),
+    Item("src", ("source",), ("instrumented", "optimized", "plain"), "link to the shared source tree"),
+    Item(SOURCE_RECORD, ("source",), ("import", "archive", "stage"), "source checksum, kind, origin, version"),
+    Item("build/pgo", ("instrumented", "optimized"), ("check", "stage"),
+         "the instrumented, then the optimised build tree; its build token"),
+    Item("build/instrumented-install", ("instrumented",), ("train",), "the instrumented server the training runs"),
+    Item(PROFILE, ("train", "import"), ("check", "optimized", "archive"), "the .gcda set; profile id = its checksum"),
+    Item(PROFILE_CHECK, ("check", "import"), ("optimized", "archive"),
+         "profile id and the profile's figures, with the check's identity"),
+    Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
+         "the optimised build's profile check: passed or not, hot coverage, warnings, with its identity "
+         "(profile id, compiler) and the build token of the tree it checked"),
+    Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
+         "the archive entry of the profile, and its kind when stored"),
+    Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
+    Item("stage", ("stage",), ("pgo package",), "the installed tree the packagers take"),
+    Item(BUILD_INFO, ("stage",), ("pgo package",),
+         "the staged build: its identity, build token and profile check, copied from the build that made it"),
+    Item(PACKAGE_INFO, ("pgo package",), ("pgo prove",),
+         "in a published folder, not the work directory: build-info.json's identity and check, and the packages"),
+)
+
+# The identity fields a phase's output depends on, and so records and compares.
+SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID = "source_checksum", "compiler", "flags_fingerprint", "profile_id"
+CARRIES = {
+    "source": (SOURCE_ID,),
+    "instrumented": (SOURCE_ID, COMPILER_ID, FLAGS_ID),
+    "train": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
+    "check": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
+    "import": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
+    "optimized": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
+    "archive": (PROFILE_ID,),
+    "plain": (SOURCE_ID, COMPILER_ID, FLAGS_ID),
+    # Stage only installs: the identity of what it staged is its build's (build-info.json).
+    "stage": (SOURCE_ID,),
+}
+# The phases that make a build tree, and the variant each makes.
+BUILDS = {"instrumented": "instrumented", "optimized": "optimized", "plain": "plain"}
+
+
+def inputs(phase):
+    return tuple(item.path for item in ITEMS if phase in item.read_by)
+
+
+def outputs(phase):
+    return tuple(item.path for item in ITEMS if phase in item.written_by)
+
+
+def location(workdir, settings, path):
+    return workdir.profile(settings) if path == PROFILE else workdir.root / path
+
+
+# --- identity -------------------------------------------------------------------
+
+def identity(ctx, fields):
+    return {field: current(ctx, field) for field in fields}
+
+
+def current(ctx, field):
+    if field == SOURCE_ID:
+        record = ctx.workdir.root / SOURCE_RECORD
+        return read_json(record)["checksum"] if record.is_file() else None
+    if field == COMPILER_ID:
+        return ctx.compiler.identity()
+    if field == FLAGS_ID:
+        return fingerprint(ctx.config.cmake_args)
+    if field == PROFILE_ID:
+        return profile.profile_id(ctx.profile, ctx.settings.version) if profile.gcda_files(ctx.profile) else None
+    raise ValueError(field)
+
+
+def describe(field, value):
+    if field == COMPILER_ID and value:
+        return f"{value['path']} (GCC {value['version']})"
+    return str(value)
+
+
+# --- before, during and after a phase -------------------------------------------
+
+def maker(pipeline, phase, path):
+    """The phase of this pipeline that last writes `path` before `phase` runs (None: not this pipeline's)."""
+    earlier = pipeline[:pipeline.index(phase)]
+    return next((name for name in reversed(earlier) if path in outputs(name)), None)
+
+
+def require(ctx, pipeline, phase):
+    """Refuse to run `phase` unless every input's maker succeeded, with the identity `phase` would use."""
+    state = ctx.workdir.state()
+    makers = []
+    for path in inputs(phase):
+        made_by = maker(pipeline, phase, path)
+        if made_by is None:
+            continue
+        record = state["done"].get(made_by)
+        if record is None:
+            failure = state["failed"].get(made_by)
+            why = f", but its last run failed ({failure['error']})" if failure else ""
+            raise PipelineError(f"phase {phase} needs {path} from phase {made_by}{why}: "
+                                f"run phase {made_by} first")
+        if not location(ctx.workdir, ctx.settings, path).exists():
+            raise PipelineError(f"phase {phase} needs {path}, which phase {made_by} made but is gone: "
+                                f"run phase {made_by} again")
+        makers.append((made_by, record))
+    for made_by, record in makers:
+        for field in CARRIES[phase]:
+            if field not in record.get("identity", {}):
+                continue
+            now, then = current(ctx, field), record["identity"][field]
+            if now != then:
+                raise PipelineError(f"phase {phase} would use {field.replace('_', ' ')} {describe(field, now)}, "
+                                    f"but phase {made_by} made its input with {describe(field, then)}: "
+                                    f"{REMEDY[field].format(phase=made_by)}")
+
+
+REMEDY = {
+    SOURCE_ID: "run phase source again and the phases after it",
+    COMPILER_ID: "put that compiler first on PATH again, or rebuild with this one from the instrumented phase",
+    FLAGS_ID: "the configuration changed: run the pipeline again with --fresh",
+    PROFILE_ID: "the profile directory changed since: run phase {phase} again",
+}
+
+
+def invalidate(ctx, pipeline, phase):
+    """Before `phase` runs: it and every later phase stop being done; their outputs go.
+
+    A later phase's output that an earlier phase also makes (the build tree the
+    instrumented and the optimised build share) stays: it is still that phase's.
+    The phase's own directories stay for it to reuse or replace; its own records go,
+    so a failure leaves none of them behind.
+    """
+    later = pipeline[pipeline.index(phase) + 1:]
+    kept = {path for name in pipeline[:pipeline.index(phase)] for path in outputs(name)}
+    ctx.workdir.forget([phase, *later])
+    doomed = [p for name in later for p in outputs(name) if p not in kept]
+    doomed += [p for p in outputs(phase) if p.endswith(".json")]
+    for path in doomed:
+        remove(location(ctx.workdir, ctx.settings, path))
+
+
+def remove(path):
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def succeeded(ctx, phase, seconds):
+    ctx.workdir.mark_done(phase, seconds, stamp(ctx, phase))
+
+
+def write(ctx, phase, name, data):
+    """A phase's JSON record, stamped like its state."""
+    write_json(ctx.workdir.root / name, dict(data, **stamp(ctx, phase)))
+
+
+def stamp(ctx, phase):
+    """The identity a phase made its output with, and the token of the build tree it made."""
+    made = {"identity": identity(ctx, CARRIES[phase])}
+    if phase in BUILDS:
+        made["build_token"] = build_token(ctx.workdir.build(BUILDS[phase]))
+    return made
+
+
+# --- build tokens ---------------------------------------------------------------
+
+def new_build_token(build_dir):
+    """Before compiling: this tree's build is a new one, whatever checks named the old one."""
+    write_json(build_dir / BUILD_TOKEN, uuid.uuid4().hex)
+
+
+def build_token(build_dir):
+    path = build_dir / BUILD_TOKEN
+    return read_json(path) if path.is_file() else None
+
+
+# --- what the commands after the pipeline rely on -------------------------------
+
+def staged_build(workdir):
+    """build-info.json of a staged build, proven to describe the build tree and its passed check."""
+    failure = workdir.state()["failed"].get("optimized")
+    if failure:
+        raise PipelineError(f"the optimised build in {workdir.root} failed ({failure['error']}): it is never "
+                            "packaged as PGO; `pgo package --as-plain` packages a plain build of its configuration")
+    info_file = workdir.root / BUILD_INFO
+    if not info_file.is_file():
+        raise PipelineError(f"{info_file} is missing: the work directory's build is not staged "
+                            "(run `pgo build` to its end first)")
+    info = read_json(info_file)
+    variant = info.get("variant")
+    if variant not in ("optimized", "plain"):
+        raise PipelineError(f"{info_file} names no build variant: stage it again (pgo phase stage)")
+    done = workdir.state()["done"]
+    for phase in (variant, "stage"):
+        if phase not in done:
+            raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
+                                "nothing there may be packaged")
+    tree_token = build_token(workdir.build(variant))
+    if not tree_token or info.get("build_token") != tree_token or done[variant].get("build_token") != tree_token:
+        raise PipelineError(f"the staged build is not the {variant} build now in {workdir.build(variant)}: "
+                            "rerun phase stage")
+    if variant == "optimized":
+        check = info.get("check") or {}
+        check_file = workdir.root / PROFILE_USE
+        if not check_file.is_file() or read_json(check_file) != check:
+            raise PipelineError(f"{workdir.root} has no profile-use.json of the staged build: its profile use "
+                                "is not proven, so it must not be packaged as PGO (rerun phase optimized)")
+        if not check.get("passed") or check.get("build_token") != tree_token:
+            raise PipelineError(f"the optimised build in {workdir.root} did not pass its profile check: it is "
+                                "never packaged as PGO; `pgo package --as-plain` packages a plain build of it")
+    return info
+
+
+def trained_profile(workdir, settings):
+    """The profile of a work directory whose check and optimised build passed with it, or an error."""
+    done = workdir.state()["done"]
+    for phase in ("check", "optimized"):
+        if phase not in done:
+            raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
+                                "its profile is not proven, so it is not archived")
+    now = profile.profile_id(workdir.profile(settings), settings.version)
+    used = done["optimized"]["identity"][PROFILE_ID]
+    if now != used:
+        raise PipelineError(f"the profile in {workdir.profile(settings)} is {now}, but the optimised build used "
+                            f"{used}: rerun the check and optimized phases first")
+    return now

@@ -1,0 +1,265 @@
+"""The work-directory contract on the fixture project: a phase takes only what a phase that succeeded
+made, with the identity it is about to use; the label of a package is its binary's own passed check.
+
+Each test is a fault a release engineer can cause by running phases by hand (`pgo phase X`,
+`pgo build --phase X`): the pipeline must refuse, say why in one line, and publish nothing.
+"""
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+
+import pytest
+
+from conftest import FIXTURE, run_pgo
+
+BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
+TRAINING_BINARY = ("build", "instrumented-install", "bin", "fixture")
+HOT_GCDA = "CMakeFiles#hot.dir#src#hot.c.gcda"
+MAIN_GCDA = "CMakeFiles#fixture.dir#src#main.c.gcda"
+
+
+def refused(result, *phrases):
+    """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("pgo: error:"), result.stderr
+    for phrase in phrases:
+        assert phrase in lines[-1], lines[-1]
+    return lines[-1]
+
+
+def wrap_training(workdir, after):
+    """Replace the installed instrumented binary by a script that runs it, then runs `after` (shell)."""
+    binary = workdir.joinpath(*TRAINING_BINARY)
+    real = binary.with_name("fixture.real")
+    binary.rename(real)
+    binary.write_text(f'#!/bin/sh\n"{real}" "$@" || exit\ncd "{workdir / "profile"}"\n{after}\n')
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+
+
+def json_of(path):
+    return json.loads(path.read_text())
+
+
+def archived(archive_root):
+    return list(archive_root.rglob("manifest.json"))
+
+
+@pytest.fixture
+def archive_root(tmp_path):
+    return tmp_path / "archive"
+
+
+def pgo_in(archive_root):
+    """run_pgo with a private profile archive: what a test archives, it alone sees."""
+    return lambda *args, **kw: run_pgo(*args, check=kw.pop("check", False),
+                                       env={"PGO_ARCHIVE": str(archive_root), **kw.pop("env", {})}, **kw)
+
+
+# --- a phase that failed feeds nothing ---------------------------------------------
+
+def test_a_training_that_fails_after_writing_counters_feeds_no_later_phase(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    assert pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented").returncode == 0
+    wrap_training(workdir, "exit 3")
+    failed = pgo("phase", "train", "--workdir", workdir)
+    refused(failed, "phase 'train' failed", "status 3")
+    assert sorted(p.name for p in (workdir / "profile").iterdir()) == [MAIN_GCDA, HOT_GCDA]
+    for phase in ("check", "optimized", "archive"):
+        refused(pgo("phase", phase, "--workdir", workdir), "needs profile from phase train, but its last run "
+                "failed (phase 'train' failed: fixture exited with status 3", "run phase train first")
+    refused(pgo("phase", "stage", "--workdir", workdir), "needs build/pgo from phase optimized")
+    refused(pgo(*BUILD, "--workdir", workdir, "--phase", "check", "--phase", "optimized"), "phase train")
+    refused(pgo("archive", "store", "--workdir", workdir), "phase check", "not archived")
+    assert archived(archive_root) == []
+    assert not (workdir / "profile-check.json").exists() and not (workdir / "stage").exists()
+
+
+def test_a_failed_optimised_build_is_neither_staged_nor_packaged(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    cache = tmp_path / "cache"     # its own shared source tree, changed below
+    assert pgo(*BUILD, "--workdir", workdir, "--cache", cache).returncode == 0
+    hot = workdir / "src" / "src" / "hot.c"
+    loop = "h = (h << 5) | (h >> 27);"
+    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))     # another control flow
+    refused(pgo("phase", "optimized", "--workdir", workdir), "coverage-mismatch warnings")
+    refused(pgo("phase", "stage", "--workdir", workdir), "phase optimized", "its last run failed")
+    refused(pgo(*BUILD, "--workdir", workdir, "--cache", cache, "--phase", "stage"), "phase optimized")
+    out = tmp_path / "out"
+    refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out),
+            "coverage-mismatch warnings", "never packaged as PGO", "--as-plain")
+    assert not out.exists()
+    assert not (workdir / "build-info.json").exists() and not (workdir / "stage").exists()
+    # The rejected tree's verdict is kept, for the engineer, as a failed one.
+    use = json_of(workdir / "profile-use.json")
+    assert use["passed"] is False and use["coverage_mismatch"] >= 1
+    # Asked to, it ships as what it is without a profile: a plain build of the configuration.
+    assert pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, "--as-plain").returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["buildinfo.json", "fixture-1.0.0-linux-x86_64.tar.gz",
+                                                   "sha256sums.txt"]
+    assert json_of(out / "buildinfo.json")["profile_id"] is None
+    proof = pgo("prove", out)
+    assert proof.returncode == 0 and "plain build (no PGO)" in proof.stdout, proof.stderr
+
+
+def test_a_compiler_swapped_in_on_path_after_training_is_named(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    phases = [arg for phase in ("source", "instrumented", "train", "check") for arg in ("--phase", phase)]
+    assert pgo(*BUILD, "--workdir", workdir, *phases).returncode == 0
+    other = tmp_path / "other-gcc"
+    other.mkdir()
+    for tool in ("gcc", "g++"):
+        (other / tool).write_text(f'#!/bin/sh\nexec "{shutil.which(tool)}" "$@"\n')
+        (other / tool).chmod(0o755)
+    swapped = {"PATH": f"{other}{os.pathsep}{os.environ['PATH']}"}
+    line = refused(pgo("phase", "optimized", "--workdir", workdir, env=swapped),
+                   "phase optimized would use compiler", str(other / "gcc"), "phase train made its input with")
+    assert os.path.realpath(shutil.which("gcc")) in line
+    assert not (workdir / "profile-use.json").exists()
+    refused(pgo("phase", "stage", "--workdir", workdir, env=swapped), "phase optimized")
+    # The compiler that trained, back on PATH: the build goes on.
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+
+
+def test_a_profile_changed_after_its_check_is_refused(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    phases = [arg for phase in ("source", "instrumented", "train", "check") for arg in ("--phase", phase)]
+    assert pgo(*BUILD, "--workdir", workdir, *phases).returncode == 0
+    checked = json_of(workdir / "profile-check.json")["profile_id"]
+    shutil.copy(workdir / "profile" / MAIN_GCDA, workdir / "profile" / HOT_GCDA)
+    refused(pgo("phase", "optimized", "--workdir", workdir), "phase optimized would use profile id",
+            f"phase train made its input with {checked}", "run phase train again")
+
+
+def test_rerunning_a_phase_removes_every_later_output(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+    assert pgo("phase", "train", "--workdir", workdir).returncode == 0
+    for later in ("profile-check.json", "profile-use.json", "archive.json", "build-info.json", "stage"):
+        assert not (workdir / later).exists(), later
+    # The tree the instrumented build made (and the check reads) is still that phase's.
+    assert (workdir / "build" / "pgo" / "CMakeCache.txt").is_file()
+    assert set(json_of(workdir / "state.json")["done"]) == {"source", "instrumented", "train"}
+
+
+# --- the label is the binary's own check ----------------------------------------------
+
+def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    assert pgo(*BUILD, "--workdir", workdir, "--phase", "source", "--phase", "instrumented").returncode == 0
+    # A training that leaves the hot object's .gcda holding main.c's counters: both objects have data.
+    wrap_training(workdir, f"cp '{MAIN_GCDA}' '{HOT_GCDA}'")
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+    use = json_of(workdir / "profile-use.json")
+    assert use["functions_without_profile"] == 2           # hot_digest and cold_digest
+    assert use["missing_hot_objects"] == ["CMakeFiles/hot.dir/src/hot.c"] and use["hot_coverage"] == 0.5
+    strict = tmp_path / "strict"
+    assert pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9", "--phase", "source",
+               "--phase", "instrumented").returncode == 0
+    wrap_training(strict, f"cp '{MAIN_GCDA}' '{HOT_GCDA}'")
+    refused(pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9"),
+            "only 50% of the hot objects got a profile")
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    root = tmp_path_factory.mktemp("published")
+    run_pgo(*BUILD, "--workdir", root / "w")
+    run_pgo("package", "--workdir", root / "w", "--format", "bintar", "--out", root / "bintar")
+    return root
+
+
+def relabelled(published, tmp_path, change):
+    folder = tmp_path / "relabelled"
+    shutil.copytree(published / "bintar", folder)
+    info = json_of(folder / "buildinfo.json")
+    change(info)
+    (folder / "buildinfo.json").write_text(json.dumps(info))
+    from pgo.checksums import write_sha256sums
+    write_sha256sums(folder)
+    return folder
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("check failed", "did not pass a profile check"),
+    ("no check", "did not pass a profile check"),
+    ("other profile", "its binary's profile check says profile"),
+    ("other compiler", "GCC 11.9.9, but its binary's profile check says"),
+])
+def test_prove_takes_the_label_from_the_binarys_own_check(published, tmp_path, fault, message):
+    def change(info):
+        if fault == "check failed":
+            info["profile_use"]["passed"] = False
+        elif fault == "no check":
+            info["profile_use"] = None
+        elif fault == "other profile":
+            info["profile_id"] = "1.0.0-000000000000"
+        else:
+            info["compiler"]["version"] = "11.9.9"
+    refused(run_pgo("prove", relabelled(published, tmp_path, change), check=False), message)
+
+
+def test_package_buildinfo_carries_the_check_it_was_labelled_from(published):
+    info = json_of(published / "bintar" / "buildinfo.json")
+    check = json_of(published / "w" / "profile-use.json")
+    assert info["profile_use"] == check and check["passed"] is True
+    assert info["profile_id"] == check["profile_id"] == check["identity"]["profile_id"]
+    assert info["compiler"] == check["identity"]["compiler"]
+
+
+def test_a_staged_build_whose_tree_was_rebuilt_is_not_packaged(published, tmp_path):
+    workdir = tmp_path / "w"
+    shutil.copytree(published / "w", workdir, symlinks=True)
+    (workdir / "build" / "pgo" / "pgo-build-token").write_text('"another build"\n')
+    out = tmp_path / "out"
+    refused(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False),
+            "the staged build is not the optimized build now in")
+    assert not out.exists()
+
+
+# --- one work directory, one command ------------------------------------------------
+
+def test_a_second_command_on_a_busy_work_directory_refuses(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "w"
+    workdir.mkdir()
+    with open(workdir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("12345")
+        lock.flush()
+        result = pgo(*BUILD, "--workdir", workdir)
+        refused(result, "is in use by another pgo command (pid 12345)")
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not (workdir / "settings.json").exists()
+    assert pgo(*BUILD, "--workdir", workdir).returncode == 0
+    with open(workdir / ".lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        refused(pgo("phase", "train", "--workdir", workdir), "is in use")
+        refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "o"), "is in use")
+
+
+def test_a_work_directory_with_a_space_in_its_path_builds(tmp_path, archive_root):
+    pgo, workdir = pgo_in(archive_root), tmp_path / "work dir" / "w"
+    result = pgo(*BUILD, "--workdir", workdir)
+    assert result.returncode == 0, result.stderr
+    assert json_of(workdir / "profile-use.json")["hot_coverage"] == 1.0
+
+
+def test_packaging_sweeps_the_hidden_folders_of_killed_runs(published, tmp_path):
+    """A SIGKILLed pgo package leaves its hidden folder; the next one into the same parent removes it."""
+    host = socket.gethostname()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    killed = tmp_path / f".earlier.{host}.{finished.pid}.partial"
+    running = tmp_path / f".other.{host}.{os.getpid()}.partial"
+    elsewhere = tmp_path / f".other.another-host.{finished.pid}.partial"
+    for folder in (killed, running, elsewhere):
+        folder.mkdir()
+        (folder / "fixture.tar.gz").write_bytes(b"\0" * 4096)
+    assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", tmp_path / "out")
+    assert not killed.exists() and running.is_dir() and elsewhere.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [elsewhere.name, running.name]
