@@ -1,11 +1,11 @@
 """Custom build steps.
 
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
-it prints into the step's summary: `[instrumented] compile 345/1164` lines into
-live progress, and the one line that states a phase's result (the profile
-check's figures, the profile use, the benchmark's speedup) into the build's
-summary. The master-side steps publish a build's uploads, and stop a build
-request that keeps losing its worker.
+it prints into the step's summary: `[instrumented] compile 345/1164` and
+`[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
+states a phase's result (the profile check's figures, the profile use, the
+benchmark's verdict) into the build's summary. The master-side steps publish a
+build's uploads, and stop a build request that keeps losing its worker.
 """
 
 import re
@@ -18,7 +18,7 @@ from twisted.internet import defer, threads
 
 from steps import publish
 
-COMPILE_PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$")
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$")
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -42,14 +42,14 @@ class PgoCommand(ShellCommand):
         super().__init__(**kwargs)
         self.result_pattern = re.compile(result_pattern) if result_pattern else None
         self.result_format = result_format
-        self.compile_progress = None
+        self.latest_progress = None
         self.result_line = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
     def watch(self, line):
-        progress = COMPILE_PROGRESS.match(line)
+        progress = PROGRESS.match(line)
         if progress:
-            self.compile_progress = progress.group(1)
+            self.latest_progress = progress.group(1) or progress.group(2)
             self.updateSummary()
             return
         result = self.result_pattern.search(line) if self.result_pattern else None
@@ -58,12 +58,12 @@ class PgoCommand(ShellCommand):
             self.updateSummary()
 
     def getCurrentSummary(self):
-        detail = self.result_line or self.compile_progress
+        detail = self.result_line or self.latest_progress
         return {"step": f"{self.name}: {detail}" if detail else f"{self.name}: running"}
 
     def getResultSummary(self):
         summary = super().getResultSummary()
-        detail = self.result_line or self.compile_progress
+        detail = self.result_line or self.latest_progress
         if detail:
             summary["step"] = f"{summary['step']}: {detail}"
         if self.result_line and self.results == SUCCESS:

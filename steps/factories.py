@@ -36,9 +36,8 @@ RESULT_LINES = {
                   r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches",
                   "profile used by {coverage} of {hot} hot objects, {mismatch} mismatches;"),
 }
-BENCH_RESULT = (r"^\[bench\] (?:ok|FAILED): (?P<workload>\S+): single-thread speedup (?P<ratio>\d+\.\d+) "
-                r"\(95% CI (?P<low>\d+\.\d+)-(?P<high>\d+\.\d+)\)",
-                "{workload} single-thread speedup {ratio} (95% CI {low}-{high});")
+BENCH_RESULT = (r"^\[bench\] verdict: (?P<outcome>[A-Z]+), (?:publish|do not publish): (?P<summary>.+)$",
+                "{summary} ({outcome});")
 # The benchmark measures servers; other products (the fixture) have none.
 BENCHMARKED_PRODUCTS = ("mariadb",)
 BUILD_INFO_FILES = ["build-info.json", "source.json", "profile-check.json", "profile-use.json"]

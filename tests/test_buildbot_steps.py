@@ -83,16 +83,27 @@ class PgoCommandTest(StepTest):
                             state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
         return self.run_step()
 
-    def test_benchmark_speedup_shows_in_the_summary(self):
+    def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):
         pattern, form = factories.BENCH_RESULT
         self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo", result_pattern=pattern,
                                    result_format=form, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        step, summaries, update = self.step, [], self.step.updateSummary
+        step.updateSummary = lambda: (summaries.append(step.getCurrentSummary()["step"]), update())
         self.expect_commands(self.shell().stdout(
-            "[bench] step 9 of 9: gate\n[bench] ok: oltp_read_only: single-thread speedup 1.084 "
-            "(95% CI 1.052-1.117), lower bound >= minimum 1\n").exit(0))
-        self.expect_outcome(result=SUCCESS, state_string="benchmark: oltp_read_only single-thread speedup "
-                                                         "1.084 (95% CI 1.052-1.117);")
-        return self.run_step()
+            "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22\n"
+            "[bench] oltp_read_only N=1 after 7 pairs: 1.031 (95% CI 0.990-1.074)\n"
+            "[bench] inconclusive: oltp_read_only: single-thread speedup 1.031 (95% CI 0.990-1.074, 20 pairs), "
+            "interval spans the minimum 1: not shown (stopped: max pairs)\n"
+            "[bench] verdict: INCONCLUSIVE, publish: speedup not shown: oltp_read_only 1.031 "
+            "(95% CI 0.990-1.074, 20 pairs)\n").exit(0))
+        summary = "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs) (INCONCLUSIVE);"
+        self.expect_outcome(result=SUCCESS, state_string=f"benchmark: {summary}")
+        d = self.run_step()
+        d.addCallback(lambda _: self.assertEqual([s for s in summaries if "pair" in s][0],
+                                                 "benchmark: pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"))
+        d.addCallback(lambda _: self.step.getBuildResultSummary())
+        d.addCallback(lambda s: self.assertEqual(s["build"], summary))
+        return d
 
 
 class GiveUpOnLostWorkersTest(StepTest):
