@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, profile, source
+from pgo import PipelineError, archive, lines, profile, source
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
@@ -129,12 +129,11 @@ def check_profile(ctx, log):
     write_json(ctx.workdir.root / "profile-check.json", figures)
     for line in describe_check(figures):
         log.note(line)
-        print(f"[check] {line}", flush=True)
+        print(lines.tagged("check", line), flush=True)
 
 
 def describe_check(figures):
-    yield (f"{figures['gcda_files']} .gcda files, {figures['build_objects_with_profile']} of "
-           f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
+    yield lines.profile_check(figures)
     for directory, hot in figures["hot_dirs"].items():
         yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
                f"{hot['functions_run']} of their {hot['functions']} functions ran")
@@ -149,9 +148,7 @@ def build_optimized(ctx, log):
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict["profile_id"] = profile_id
     write_json(ctx.workdir.root / "profile-use.json", verdict)
-    print(f"[optimized] profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
-          f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects without profile, "
-          f"{verdict['coverage_mismatch']} coverage mismatches", flush=True)
+    print(lines.profile_use(profile_id, verdict), flush=True)
 
 
 def build_plain(ctx, log):

@@ -4,11 +4,11 @@ PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
 it prints into the step's summary: `[instrumented] compile 345/1164` and
 `[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
 states a phase's result (the profile check's figures, the profile use, the
-benchmark's verdict) into the build's summary. The master-side steps publish a
-build's uploads, and stop a build request that keeps losing its worker.
+benchmark's verdict) into the build's summary; pgo/lines.py reads those lines,
+beside the code that prints them. The master-side steps publish a build's
+uploads, and stop a build request that keeps losing its worker.
 """
 
-import re
 from pathlib import Path
 
 from buildbot.process import buildstep, logobserver
@@ -16,9 +16,8 @@ from buildbot.process.results import FAILURE, RETRY, SUCCESS
 from buildbot.steps.shell import ShellCommand
 from twisted.internet import defer, threads
 
+from pgo import lines
 from steps import publish
-
-PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$")
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -33,28 +32,27 @@ class OutputWatcher(logobserver.LogLineObserver):
 class PgoCommand(ShellCommand):
     """A pgo CLI command.
 
-    When a line matches result_pattern, result_format filled with its named
-    groups becomes the step's and the build's summary.
+    read_result (one of pgo.lines.RESULT_PARSERS) turns the command's result
+    line into the step's and the build's summary.
     """
 
-    def __init__(self, result_pattern=None, result_format=None, **kwargs):
+    def __init__(self, read_result=None, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
-        self.result_pattern = re.compile(result_pattern) if result_pattern else None
-        self.result_format = result_format
+        self.read_result = read_result
         self.latest_progress = None
         self.result_line = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
     def watch(self, line):
-        progress = PROGRESS.match(line)
+        progress = lines.progress(line)
         if progress:
-            self.latest_progress = progress.group(1) or progress.group(2)
+            self.latest_progress = progress
             self.updateSummary()
             return
-        result = self.result_pattern.search(line) if self.result_pattern else None
+        result = self.read_result(line) if self.read_result else None
         if result:
-            self.result_line = self.result_format.format(**result.groupdict())
+            self.result_line = result
             self.updateSummary()
 
     def getCurrentSummary(self):

@@ -16,6 +16,7 @@ from buildbot.plugins import steps as bb_steps
 from buildbot.plugins import util
 
 from pgo.config import build_config
+from pgo.lines import RESULT_PARSERS
 from pgo.phases import PIPELINES
 from steps import publish
 from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder
@@ -26,18 +27,6 @@ from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, Pu
 SILENCE_TIMEOUT = 2 * 3600
 MAX_STEP_TIME = 6 * 3600
 
-# The line each phase prints to state its result, and how the build summary
-# shows it (steps.buildsteps.PgoCommand).
-RESULT_LINES = {
-    "check": (r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects have data; "
-              r"profile (?P<id>\S+)$",
-              "profile {id}: {with} of {objects} objects trained;"),
-    "optimized": (r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
-                  r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches",
-                  "profile used by {coverage} of {hot} hot objects, {mismatch} mismatches;"),
-}
-BENCH_RESULT = (r"^\[bench\] verdict: (?P<outcome>[A-Z]+), (?:publish|do not publish): (?P<summary>.+)$",
-                "{summary} ({outcome});")
 # The benchmark measures servers; other products (the fixture) have none.
 BENCHMARKED_PRODUCTS = ("mariadb",)
 BUILD_INFO_FILES = ["build-info.json", "source.json", "profile-check.json", "profile-use.json"]
@@ -96,10 +85,9 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     order.insert(order.index("optimized"), "import")
     steps = []
     for name in order:
-        pattern, form = RESULT_LINES.get(name, (None, None))
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
-                              result_pattern=pattern, result_format=form,
+                              read_result=RESULT_PARSERS.get(name),
                               doStepIf=lambda step, wanted=wanted: build_pipeline(step) in wanted, **kwargs))
     return steps
 
@@ -153,7 +141,7 @@ def release_factory(settings, platform):
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
         "--out", BENCH, *settings.bench_options, "--min-speedup", str(settings.min_speedup)],
-        result_pattern=BENCH_RESULT[0], result_format=BENCH_RESULT[1], doStepIf=benchmark_wanted))
+        read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from);
     # the release's own one-entry archive is published with its packages.
     f.addStep(pgo_step(settings, "release-profile",

@@ -12,6 +12,7 @@ from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import ExpectShell, TestBuildStepMixin
 from twisted.trial import unittest
 
+from pgo import lines
 from pgo.checksums import verify_sha256sums
 from steps import factories
 from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
@@ -84,9 +85,9 @@ class PgoCommandTest(StepTest):
         return self.run_step()
 
     def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):
-        pattern, form = factories.BENCH_RESULT
-        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo", result_pattern=pattern,
-                                   result_format=form, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo",
+                                   read_result=lines.RESULT_PARSERS["benchmark"],
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
         step, summaries, update = self.step, [], self.step.updateSummary
         step.updateSummary = lambda: (summaries.append(step.getCurrentSummary()["step"]), update())
         self.expect_commands(self.shell().stdout(
@@ -96,7 +97,7 @@ class PgoCommandTest(StepTest):
             "interval spans the minimum 1: not shown (stopped: max pairs)\n"
             "[bench] verdict: INCONCLUSIVE, publish: speedup not shown: oltp_read_only 1.031 "
             "(95% CI 0.990-1.074, 20 pairs)\n").exit(0))
-        summary = "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs) (INCONCLUSIVE);"
+        summary = "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs) (inconclusive);"
         self.expect_outcome(result=SUCCESS, state_string=f"benchmark: {summary}")
         d = self.run_step()
         d.addCallback(lambda _: self.assertEqual([s for s in summaries if "pair" in s][0],

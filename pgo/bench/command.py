@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from pgo import lines
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
@@ -268,8 +269,7 @@ def publish(result, out):
     (out / "result.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     verdict = result["verdict"]
     for check in verdict["checks"]:
-        print(f"[bench] {check['status']}: {check['text']}", flush=True)
-    print(f"[bench] verdict: {verdict['outcome'].upper()}, {'publish' if verdict['publish'] else 'do not publish'}: "
-          f"{verdict['summary']}", flush=True)
-    print(f"[bench] report: {out / 'report.md'}", flush=True)
+        print(lines.tagged("bench", f"{check['status']}: {check['text']}"), flush=True)
+    print(lines.bench_verdict(verdict), flush=True)
+    print(lines.tagged("bench", f"report: {out / 'report.md'}"), flush=True)
     return 0 if verdict["publish"] else 1

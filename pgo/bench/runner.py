@@ -10,6 +10,7 @@ the machine (thermal, other tenants, page cache) hit both builds alike.
 import shutil
 import time
 
+from pgo import lines
 from pgo.bench import builds, callgrind, sequential
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.server import Server, common_options
@@ -20,7 +21,7 @@ LABELS = {"A": "baseline", "B": "candidate"}
 
 
 def say(line):
-    print(f"[bench] {line}", flush=True)
+    print(lines.tagged("bench", line), flush=True)
 
 
 class Session:
@@ -93,8 +94,8 @@ class Session:
 
         def measure_pair(workload, threads, pair):
             most = s["max_pairs"] if threads == 1 and workload in extended else s["pairs"]
-            say(f"pair {pair} (max {most}): {workload} N={threads}, minute {self.minutes():.0f} of "
-                f"{s['max_minutes']:g}")
+            print(lines.bench_pair(pair, most, workload, threads, self.minutes(), s["max_minutes"]),
+                  flush=True)
             tps = {}
             for label in ("A", "B") if pair % 2 == 1 else ("B", "A"):
                 result = self.sysbench.run(servers[label], workload, threads, seconds=s["time"])

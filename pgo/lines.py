@@ -1,0 +1,91 @@
+"""The lines the worker-side CLI prints for the Buildbot steps to read, each format beside its parser.
+
+A Buildbot step (steps/buildsteps.py) shows progress lines as its live summary and turns a
+phase's result line into the build's summary. Keeping the printing and the reading of each
+line in this one module (and a test that feeds what the CLI prints to these parsers) means a
+reworded line cannot silently leave a summary blank.
+"""
+
+import re
+
+
+def tagged(tag, text):
+    """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
+    return f"[{tag}] {text}"
+
+
+# --- progress: the step's live summary -------------------------------------------------------
+
+def compile_progress(phase, done, total):
+    return tagged(phase, f"compile {done}/{total}")
+
+
+def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
+    """One interleaved pair of the benchmark starts; max_pairs is the most this point gets."""
+    return tagged("bench", f"pair {pair} (max {max_pairs}): {workload} N={threads}, "
+                           f"minute {minutes:.0f} of {max_minutes:g}")
+
+
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$")
+
+
+def progress(line):
+    """The step summary a progress line stands for ("compile 345/1198"), or None."""
+    match = PROGRESS.match(line)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+# --- results: the build's summary ------------------------------------------------------------
+
+def profile_check(figures):
+    """The profile check's headline (pgo/phases.py prints it tagged [check])."""
+    return (f"{figures['gcda_files']} .gcda files, {figures['build_objects_with_profile']} of "
+            f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
+
+
+PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects "
+                           r"have data; profile (?P<id>\S+)$")
+
+
+def profile_check_result(line):
+    match = PROFILE_CHECK.match(line)
+    return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;" if match else None
+
+
+def profile_use(profile_id, verdict):
+    return tagged("optimized", f"profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
+                               f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects "
+                               f"without profile, {verdict['coverage_mismatch']} coverage mismatches")
+
+
+PROFILE_USE = re.compile(r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
+                         r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches$")
+
+
+def profile_use_result(line):
+    match = PROFILE_USE.match(line)
+    return (f"profile used by {match['coverage']} of {match['hot']} hot objects, "
+            f"{match['mismatch']} mismatches;") if match else None
+
+
+def bench_verdict(verdict):
+    """The gate's decision (pgo/bench/gate.py evaluate) in one line."""
+    action = "publish" if verdict["publish"] else "do not publish"
+    return tagged("bench", f"verdict: {verdict['outcome'].upper()}, {action}: {verdict['summary']}")
+
+
+BENCH_VERDICT = re.compile(r"^\[bench\] verdict: (?P<outcome>[A-Z]+), (?P<action>publish|do not publish): "
+                           r"(?P<summary>.+)$")
+
+
+def bench_verdict_result(line):
+    match = BENCH_VERDICT.match(line)
+    return f"{match['summary']} ({match['outcome'].lower()});" if match else None
+
+
+# Which result line each command's step reads.
+RESULT_PARSERS = {
+    "check": profile_check_result,
+    "optimized": profile_use_result,
+    "benchmark": bench_verdict_result,
+}
