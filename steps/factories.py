@@ -15,6 +15,7 @@ master, which the release's last step publishes in one rename.
 from buildbot.plugins import steps as bb_steps
 from buildbot.plugins import util
 
+from pgo.bench.policy import RELEASE
 from pgo.config import build_config
 from pgo.lines import RESULT_PARSERS
 from pgo.phases import PIPELINES
@@ -131,6 +132,16 @@ class TriggerPackages(bb_steps.Trigger):
         return [s for s in super().getSchedulersAndProperties() if s["sched_name"] in wanted]
 
 
+def gate_options(settings):
+    """The release policy, with what the master settings override."""
+    options = ["--policy", RELEASE.name]
+    if settings.min_speedup is not None:
+        options += ["--min-speedup", str(settings.min_speedup)]
+    if settings.inconclusive is not None:
+        options += ["--inconclusive", settings.inconclusive]
+    return options
+
+
 def release_factory(settings, platform):
     staged = staging(settings)
     f = util.BuildFactory()
@@ -140,7 +151,7 @@ def release_factory(settings, platform):
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
-        "--out", BENCH, *settings.bench_options, "--min-speedup", str(settings.min_speedup)],
+        "--out", BENCH, *settings.bench_options, *gate_options(settings)],
         read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from);
     # the release's own one-entry archive is published with its packages.

@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgo.bench.policy import INCONCLUSIVE_CHOICES
+
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
@@ -58,7 +60,7 @@ class Nightly:
 
 
 BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "oltp_read_write",
-                 "--threads", "1,4,16,64", "--pairs", "3", "--time", "10", "--latency-time", "30", "--callgrind")
+                 "--threads", "1,4,16,64", "--time", "10", "--latency-time", "30", "--callgrind")
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,12 @@ class Settings:
     downloads: Path                   # master: <downloads>/<version>/<platform>/, nightly/
     archive: str                      # the profile archive, as the workers see it
     repo_on_worker: str               # this repository's checkout on the workers
-    min_speedup: float = 1.0
-    # The gate's measurement: the three workloads over a short sweep, ~25 minutes
-    # on 2 cores (`pgo bench --help`); min_speedup is added to it.
+    # The gate judges by the release policy (pgo/bench/policy.py); these two, when
+    # set, override its minimum speedup and what an inconclusive gate does.
+    min_speedup: float | None = None
+    inconclusive: str | None = None
+    # The gate's measurement: the three workloads over a short sweep; the policy
+    # adds pairs and bounds the time (`pgo bench --help`).
     bench_options: tuple[str, ...] = BENCH_OPTIONS
     max_lost_workers: int = 2         # a build request whose worker got lost this often fails
     source_file: Path | None = field(default=None, compare=False)
@@ -116,7 +121,7 @@ def from_dict(data, base, source_file):
 
     known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
              "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
-             "bench_options", "max_lost_workers"}
+             "inconclusive", "bench_options", "max_lost_workers"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -139,13 +144,21 @@ def from_dict(data, base, source_file):
         downloads=path_setting("downloads", "downloads"),
         archive=str(path_setting("archive", "archive")),
         repo_on_worker=data.get("repo_on_worker", str(REPO)),
-        min_speedup=float(data.get("min_speedup", 1.0)),
+        min_speedup=number_setting(data, "min_speedup", source_file),
+        inconclusive=data.get("inconclusive"),
         bench_options=tuple(str(o) for o in data.get("bench_options", BENCH_OPTIONS)),
         max_lost_workers=int(data.get("max_lost_workers", 2)),
         source_file=source_file,
     )
     check(settings)
     return settings
+
+
+def number_setting(data, name, source_file):
+    value = data.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise SettingsError(f"{source_file}: {name} must be a number, not {value!r}")
+    return None if value is None else float(value)
 
 
 def worker_settings(data, source_file):
@@ -196,5 +209,7 @@ def check(s):
                                 f"(known: {', '.join(PACKAGE_FORMATS)})")
     if s.nightly.enabled and s.nightly.platform not in [p.name for p in s.platforms]:
         raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
+    if s.inconclusive is not None and s.inconclusive not in INCONCLUSIVE_CHOICES:
+        raise SettingsError(f"{where}: inconclusive '{s.inconclusive}' is not one of {', '.join(INCONCLUSIVE_CHOICES)}")
     if s.nightly.keep < 1:
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")

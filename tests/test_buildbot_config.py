@@ -118,12 +118,31 @@ def test_version_is_validated_with_a_clear_message():
     ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
     ("[nightly]\nkeep = 0", "keep must be at least 1"),
     ("admins = {}", "no [admins]"),
+    ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
+    ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):
     settings_file = tmp_path / "settings.toml"
     settings_file.write_text(text)
     with pytest.raises(SettingsError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_settings(settings_file)
+
+
+@pytest.mark.parametrize("text, gate", [
+    ("", ["--policy", "release"]),
+    ("min_speedup = 1.02\ninconclusive = 'block'",
+     ["--policy", "release", "--min-speedup", "1.02", "--inconclusive", "block"]),
+])
+def test_the_benchmark_gates_by_the_release_policy_and_the_settings_overrides(tmp_path, text, gate):
+    from steps.factories import release_factory
+
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(text)
+    settings = load_settings(settings_file)
+    factory = release_factory(settings, settings.platforms[0])
+    command = next(s.kwargs["command"] for s in factory.steps if s.kwargs.get("name") == "benchmark")
+    assert command[-len(gate):] == gate
+    assert "--pairs" not in [a for a in command if isinstance(a, str)]      # the policy's minimum
 
 
 def test_a_named_settings_file_must_exist(tmp_path, monkeypatch):
