@@ -103,7 +103,9 @@ def response_time(rt, figures):
     if rt is None:
         return lines + ["Not measured (--rate off).", ""]
     lines += [f"{rt['workload']}, {rt['threads']} threads, Poisson arrivals at {rt['rate']} tx/s; "
-              f"latency per {rt['interval']} s interval (median, and min-max over intervals).", "",
+              f"latency per {rt['interval']} s interval (median, and min-max over intervals); each "
+              "interval is a run of its own, the builds alternating, and its p95 and p99 come from "
+              "that run's latency histogram.", "",
               "| percentile | A median (min-max) ms | B median (min-max) ms | B/A by interval [95% CI] "
               "| kept up with the rate (A / B) |",
               "|---|---|---|---|---|"]

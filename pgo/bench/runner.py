@@ -8,16 +8,19 @@ the machine (thermal, other tenants, page cache) hit both builds alike.
 """
 
 import shutil
+import statistics
 import time
+from collections import Counter
 
 from pgo import lines
 from pgo.bench import builds, callgrind, sequential
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.server import Server, common_options
 from pgo.bench.stats import geometric_mean
-from pgo.bench.sysbench import Sysbench
+from pgo.bench.sysbench import Sysbench, histogram_percentile
 
 LABELS = {"A": "baseline", "B": "candidate"}
+PERCENTILES = (95, 99)
 
 
 def say(line):
@@ -139,13 +142,26 @@ class Session:
         if threads == "auto":
             threads = max(means, key=means.get)
         rate = max(1, round(s["rate_fraction"] * means[threads])) if s["rate"] == "auto" else s["rate"]
-        series = []
-        for label, percentile in (("A", 95), ("B", 95), ("B", 99), ("A", 99)):
-            say(f"response time: {workload} N={threads} at {rate} tx/s, p{percentile} run {label}")
-            result = self.sysbench.run(servers[label], workload, threads, seconds=s["latency_time"],
-                                       rate=rate, percentile=percentile, interval=s["interval"])
-            series.append({"build": label, "percentile": percentile, "tps": result["tps"],
-                           "overall_ms": result["latency_ms"], "intervals": result["intervals"]})
+        # One run per build and interval, the builds alternating like the throughput pairs:
+        # p95 and p99 come from that run's histogram, so p99 can never fall below p95 (as it
+        # could when each percentile had a run of its own).
+        intervals, overall = {"A": [], "B": []}, {"A": Counter(), "B": Counter()}
+        count = s["latency_time"] // s["interval"]
+        for number in range(1, count + 1):
+            for label in ("A", "B") if number % 2 == 1 else ("B", "A"):
+                say(f"response time: {workload} N={threads} at {rate} tx/s, interval {number} of {count}, "
+                    f"run {label}")
+                result = self.sysbench.run(servers[label], workload, threads, seconds=s["interval"],
+                                           rate=rate, with_histogram=True)
+                overall[label].update(result["histogram"])
+                intervals[label].append({"t": number * s["interval"], "tps": result["tps"], "ms": {
+                    p: histogram_percentile(result["histogram"], p) for p in PERCENTILES}})
+        series = [{"build": label, "percentile": p,
+                   "tps": statistics.fmean(i["tps"] for i in intervals[label]),
+                   "overall_ms": histogram_percentile(overall[label], p),
+                   "intervals": [{"t": i["t"], "tps": i["tps"], "latency_ms": i["ms"][p]}
+                                 for i in intervals[label]]}
+                  for label in ("A", "B") for p in PERCENTILES]
         return {"workload": workload, "threads": threads, "rate": rate,
                 "interval": s["interval"], "series": series}
 
