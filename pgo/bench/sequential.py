@@ -3,7 +3,8 @@
 Testing after every pair and stopping at the first clear interval makes a 95% interval
 somewhat optimistic (repeated looks); the gate accepts that for a bounded number of looks,
 because the alternative, a fixed count, either costs the maximum every time or, as three
-pairs did in issue 14, decides nothing.
+pairs did in issue 14, decides nothing. Pairs stop once the threshold question is answered:
+a small single-thread regression that more pairs would make significant is not sought.
 """
 
 import time
