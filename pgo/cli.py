@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from pgo import PipelineError, archive, bench, package, source
+from pgo import PipelineError, archive, bench, lines, package, source
 from pgo.config import config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
@@ -28,7 +28,7 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except PipelineError as e:
-        print(f"pgo: error: {e}", file=sys.stderr)
+        print(lines.error(e), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("pgo: interrupted", file=sys.stderr)
@@ -39,7 +39,7 @@ class Parser(argparse.ArgumentParser):
     """Usage errors as one line, not argparse's usage block."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, lines.error(f"{message} (see {self.prog} --help)", self.prog) + "\n")
 
 
 def make_parser():

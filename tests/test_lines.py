@@ -74,3 +74,16 @@ def test_benchmark_pair_is_progress():
     assert lines.progress(line) == "pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
     assert lines.progress("[bench] report: report.md") is None
     assert lines.progress("[train] compile 3/4 files of the workload") is None
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.18 "
+                           "(see pgo build --help)"),
+    (["--version", "1.0.0", "--source", "tests/no-such-source"],
+     "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"),
+])
+def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason):
+    failed = run_pgo("build", "--config", "fixture", "--workdir", tmp_path / "w", *args, check=False)
+    assert failed.returncode != 0
+    assert lines.error_reason((failed.stdout + failed.stderr).splitlines()) == reason
+    assert lines.error_reason(failed.stdout.splitlines()) is None

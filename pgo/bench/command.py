@@ -98,7 +98,7 @@ def main(args):
             return rejudge(args)
         return measure(args)
     except (UsageError, InfraError) as e:
-        print(f"bench: error: {e}", file=sys.stderr)
+        print(lines.error(e, "bench"), file=sys.stderr)
         return e.exit_code
 
 
