@@ -25,6 +25,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from pgo import lines
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
@@ -33,6 +34,7 @@ WORKER_CONNECT_TIMEOUT = 90
 POLL_SECONDS = 2
 PROGRESS_EVERY = 10     # seconds between two progress lines of one running step
 RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exception", 5: "retry", 6: "cancelled"}
+FAILED = (2, 4)
 
 
 class LocalError(Exception):
@@ -256,7 +258,7 @@ def follow(api, bsid, after_buildid, out=print):
     while True:
         buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
         for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
-            label = f"{builders.get(build['builderid'], '?')} #{build['number']}"
+            label = build_label(builders, build)
             for step in api.get(f"builds/{build['buildid']}/steps")["steps"]:
                 if step["hidden"] or step["started_at"] is None or step["state_string"] == "pending":
                     continue
@@ -269,6 +271,39 @@ def follow(api, bsid, after_buildid, out=print):
         if buildset["complete"]:
             return buildset["results"]
         time.sleep(POLL_SECONDS)
+
+
+def build_label(builders, build):
+    return f"{builders.get(build['builderid'], '?')} #{build['number']}"
+
+
+def failure_reasons(api, after_buildid):
+    """(build label, step name, reason) of each failed build started after after_buildid."""
+    builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
+    reasons = []
+    for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
+        if build["results"] not in FAILED:
+            continue
+        steps = api.get(f"builds/{build['buildid']}/steps")["steps"]
+        step = next((s for s in steps if s["results"] in FAILED and not s["hidden"]), None)
+        if step:
+            reasons.append((build_label(builders, build), step["name"], step_reason(api, step)))
+    return reasons
+
+
+def step_reason(api, step):
+    """The last error line of the step's logs: pgo's own error line, else the last line on stderr."""
+    said, errors = [], []
+    for log in api.get(f"steps/{step['stepid']}/logs")["logs"]:
+        chunks = api.get(f"logs/{log['logid']}/contents")["logchunks"]
+        for line in "".join(chunk["content"] for chunk in chunks).splitlines():
+            # A stdio log marks each line with its stream: o(ut), e(rr), h(eader).
+            stream, text = (line[:1], line[1:]) if log["type"] == "s" else ("o", line)
+            if stream != "h" and text.strip():
+                said.append(text)
+                if stream == "e":
+                    errors.append(text)
+    return lines.error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
 
 
 def release_builds(api, bsid):
@@ -321,6 +356,8 @@ def cmd_run(args):
                 if path.is_file():
                     say(f"  {path.relative_to(published)}")
         say(f"build: {settings.url}#/builders/{build['builderid']}/builds/{build['number']}")
+    for label, step, reason in failure_reasons(api, before):
+        say(f"{label} failed in {step}: {reason}")
     say(f"profile archive: {settings.archive}")
     say(f"web UI: {settings.url}")
     return 0 if results == 0 else 1

@@ -130,11 +130,23 @@ def test_anonymous_stop_and_rebuild_are_refused(master):
         assert refused.value.status == 403, method
 
 
-def test_failed_release_publishes_nothing(master):
-    _, settings = master
-    results, (build,), lines = release(admin_api(settings), "1.0.1", source="tests/no-such-source")
-    assert results != 0
-    assert "source" in build["state_string"]
+def release_command(runtime, capsys, version, source="tests/fixture"):
+    """./release of the fixture against the running master: exit status, printed lines, error lines."""
+    status = local.main(["--runtime", str(runtime.root), "--version", version, "--config", "fixture",
+                         "--source", source, "--formats", ",".join(FORMATS)])
+    printed = capsys.readouterr()
+    return status, printed.out.splitlines(), printed.err.splitlines()
+
+
+def test_failed_release_publishes_nothing_and_says_why(master, capsys):
+    runtime, settings = master
+    status, printed, _ = release_command(runtime, capsys, "1.0.1", source="tests/no-such-source")
+    assert status == 1
+    assert "failure: failed source (failure)" in printed
+    failed = [line for line in printed if " failed in " in line]
+    assert len(failed) == 1 and failed[0].startswith("release-local #"), printed
+    assert failed[0].endswith(" failed in source: source 'tests/no-such-source' is neither 'debian', a git URL, "
+                              "nor an existing tarball or directory")
     assert not (settings.downloads / "1.0.1").exists()
     assert list((settings.downloads / STAGING).iterdir()) == []
 
