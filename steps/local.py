@@ -251,10 +251,14 @@ def newest_build_id(api):
     return builds[0]["buildid"] if builds else 0
 
 
-def follow(api, bsid, after_buildid, out=print):
-    """Print the steps of the builds started after after_buildid until the buildset completes."""
+def follow(api, bsid, after_buildid, out=print, give_up_after=None):
+    """Print the steps of the builds started after after_buildid until the buildset completes.
+
+    A request that waits for a worker which is not connected is named at once,
+    and cancelled after give_up_after seconds of that.
+    """
     builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
-    shown, last_print = {}, {}
+    shown, last_print, waiting_since = {}, {}, {}
     while True:
         buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
         for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
@@ -270,7 +274,29 @@ def follow(api, bsid, after_buildid, out=print):
                     shown[key], last_print[key] = step["state_string"], now
         if buildset["complete"]:
             return buildset["results"]
+        watch_workers(api, bsid, builders, waiting_since, give_up_after, out)
         time.sleep(POLL_SECONDS)
+
+
+def watch_workers(api, bsid, builders, waiting_since, give_up_after, out):
+    """Name the requests of bsid that wait for a worker which is not connected; cancel them after give_up_after s."""
+    for request in api.get("buildrequests", buildsetid=bsid)["buildrequests"]:
+        brid, builder = request["buildrequestid"], builders.get(request["builderid"], "?")
+        workers = api.get(f"builders/{request['builderid']}/workers")["workers"]
+        if request["claimed"] or request["complete"] or any(w["connected_to"] for w in workers):
+            if waiting_since.pop(brid, None) is not None:
+                out(f"{builder}: a worker connected")
+            continue
+        if brid not in waiting_since:
+            waiting_since[brid] = time.monotonic()
+            names = ", ".join(w["name"] for w in workers) or "none configured"
+            limit = f"; giving up after {give_up_after:g} s" if give_up_after is not None else ""
+            out(f"{builder}: waiting for a worker: not connected to the master ({names}){limit}")
+        elif give_up_after is not None and time.monotonic() - waiting_since[brid] >= give_up_after:
+            reason = f"no worker connected within {give_up_after:g} s"
+            api.control(f"buildrequests/{brid}", "cancel", reason=reason)
+            out(f"{builder}: gave up waiting for a worker: {reason}; request cancelled")
+            del waiting_since[brid]
 
 
 def build_label(builders, build):
@@ -343,7 +369,7 @@ def cmd_run(args):
                          args.profile)
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
     try:
-        results = follow(api, bsid, before, out=say)
+        results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60)
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130

@@ -86,6 +86,9 @@ class Settings:
     # adds pairs and bounds the time (`pgo bench --help`).
     bench_options: tuple[str, ...] = BENCH_OPTIONS
     max_lost_workers: int = 2         # a build request whose worker got lost this often fails
+    # ./release gives up on a request that waited this long for a worker which is not
+    # connected: long enough for a worker to be restarted, short of a silent afternoon.
+    worker_wait_minutes: float = 15.0
     source_file: Path | None = field(default=None, compare=False)
 
     def platform(self, name):
@@ -121,7 +124,7 @@ def from_dict(data, base, source_file):
 
     known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
              "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
-             "inconclusive", "bench_options", "max_lost_workers"}
+             "inconclusive", "bench_options", "max_lost_workers", "worker_wait_minutes"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -148,14 +151,16 @@ def from_dict(data, base, source_file):
         inconclusive=data.get("inconclusive"),
         bench_options=tuple(str(o) for o in data.get("bench_options", BENCH_OPTIONS)),
         max_lost_workers=int(data.get("max_lost_workers", 2)),
+        worker_wait_minutes=number_setting(data, "worker_wait_minutes", source_file,
+                                           default=Settings.worker_wait_minutes),
         source_file=source_file,
     )
     check(settings)
     return settings
 
 
-def number_setting(data, name, source_file):
-    value = data.get(name)
+def number_setting(data, name, source_file, default=None):
+    value = data.get(name, default)
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise SettingsError(f"{source_file}: {name} must be a number, not {value!r}")
     return None if value is None else float(value)
@@ -211,5 +216,7 @@ def check(s):
         raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
     if s.inconclusive is not None and s.inconclusive not in INCONCLUSIVE_CHOICES:
         raise SettingsError(f"{where}: inconclusive '{s.inconclusive}' is not one of {', '.join(INCONCLUSIVE_CHOICES)}")
+    if s.worker_wait_minutes <= 0:
+        raise SettingsError(f"{where}: worker_wait_minutes must be above 0")
     if s.nightly.keep < 1:
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")

@@ -120,6 +120,8 @@ def test_version_is_validated_with_a_clear_message():
     ("admins = {}", "no [admins]"),
     ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
     ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),
+    ("worker_wait_minutes = 0", "worker_wait_minutes must be above 0"),
+    ("worker_wait_minutes = 'long'", "worker_wait_minutes must be a number, not 'long'"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):
     settings_file = tmp_path / "settings.toml"

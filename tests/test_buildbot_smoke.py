@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,9 @@ def master(tmp_path_factory):
         # The nightly builds the fixture too, and keeps only the newest.
         runtime.settings_file.write_text(local.settings_text(free_port(), free_port()).replace(
             'version = "10.11.18"\nconfig = "minimal"\nsource = "debian"\nkeep = 7',
-            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'))
+            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'
+        # A release waiting for a worker that is not connected gives up after 3 s.
+        ).replace("[admins]", "worker_wait_minutes = 0.05\n\n[admins]"))
         local.setup(runtime)
         try:
             settings, _ = local.start(runtime)
@@ -161,3 +164,26 @@ def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
     (nightly,) = (settings.downloads / "nightly").iterdir()
     assert verify_sha256sums(nightly) == []
     assert (nightly / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()
+
+
+def test_release_gives_up_on_a_worker_that_is_not_connected(master):
+    """The last test: it stops the worker, and starts it again for nobody."""
+    runtime, settings = master
+    local.run_tool("buildbot-worker", "stop", str(runtime.worker))
+    try:
+        api = admin_api(settings)
+        # A source the master cannot check before the build: the request reaches the builder.
+        bsid = local.force_release(api, "1.0.4", "fixture", "tests/no-such-source", FORMATS)
+        lines = []
+        started = time.monotonic()
+        results = local.follow(api, bsid, local.newest_build_id(api), out=lines.append,
+                               give_up_after=settings.worker_wait_minutes * 60)
+        assert results == 6, lines                                       # cancelled
+        assert lines == ["release-local: waiting for a worker: not connected to the master (local-worker); "
+                         "giving up after 3 s",
+                         "release-local: gave up waiting for a worker: no worker connected within 3 s; "
+                         "request cancelled"]
+        assert time.monotonic() - started < 30
+        assert not (settings.downloads / "1.0.4").exists()
+    finally:
+        local.start(runtime)
