@@ -101,10 +101,35 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
             tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
         finally:
             shutil.rmtree(checkout, ignore_errors=True)
+    check_tree_version(tree, version, source.origin)
+    return source, tree
+
+
+def check_available(spec, version, product, base):
+    """Refuse a version the source does not have, without downloading anything.
+
+    A release checks this before it starts, on whatever machine it is started
+    from, so only what that machine can see is checked: Debian's archive (when
+    apt knows deb-src entries) and a directory's VERSION file (a relative path
+    is relative to base). A tarball, a git ref, or a path this machine lacks is
+    left to fetch(), which checks every source.
+    """
+    if spec == "debian":
+        if not product.debian_source:
+            raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
+        versions = _showsrc_versions(product.debian_source)
+        if versions:
+            matching_debian_version(product.debian_source, version, versions)
+        return
+    tree = Path(base, spec)
+    if "://" not in spec and tree.is_dir():
+        check_tree_version(tree, version, spec)
+
+
+def check_tree_version(tree, version, origin):
     found = source_version(tree)
     if found != version:
-        raise PipelineError(f"source {source.origin} is version {found}, not the requested {version}")
-    return source, tree
+        raise PipelineError(f"source {origin} is version {found}, not the requested {version}")
 
 
 def ensure_dir(path):
@@ -197,6 +222,11 @@ def debian_version(package, version, log=None):
     if not versions:
         ensure_deb_src(log)
         versions = _showsrc_versions(package)
+    return matching_debian_version(package, version, versions)
+
+
+def matching_debian_version(package, version, versions):
+    """The newest of Debian's versions (epoch:upstream-revision) whose upstream version is `version`."""
     matching = [v for v in versions if v.split(":", 1)[-1].rsplit("-", 1)[0] == version]
     if not matching:
         known = ", ".join(sorted(set(versions))) or "none"

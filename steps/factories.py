@@ -169,7 +169,8 @@ def release_factory(settings, platform):
                               doStepIf=lambda step: bool(wanted_formats(platform, step)),
                               set_properties={"pgo_workdir": WORK, "staging": staged,
                                               "release_worker": util.Property("workername")}))
-    f.addStep(PublishFolder(staged, util.Interpolate(f"{settings.downloads}/%(prop:version)s/{platform.name}")))
+    f.addStep(PublishFolder(staged, util.Transform(
+        lambda version: str(publish.release_dir(settings.downloads, version, platform.name)), util.Property("version"))))
     f.addStep(DiscardStaging(staged))
     return f
 

@@ -228,9 +228,12 @@ class Api:
 def error_message(body):
     try:
         data = json.loads(body)
-        return data["error"]["message"] if isinstance(data.get("error"), dict) else str(data["error"])
+        message = data["error"]["message"] if isinstance(data.get("error"), dict) else data["error"]
     except (ValueError, KeyError, TypeError):
         return body.decode(errors="replace").strip()
+    # A refused form names the field of each reason: {"version": "..."}.
+    return "; ".join(f"{field}: {reason}" for field, reason in message.items()) if isinstance(message, dict) \
+        else str(message)
 
 
 def login_as_admin(settings, api):

@@ -24,6 +24,11 @@ def staging_dir(downloads, build_name):
     return Path(downloads) / STAGING / build_name
 
 
+def release_dir(downloads, version, platform):
+    """Where a release of version built for platform is published."""
+    return Path(downloads) / version / platform
+
+
 def publish(staging, destination):
     """Checksum staging and rename it to destination; returns the number of files published."""
     staging, destination = Path(staging), Path(destination)
@@ -35,7 +40,6 @@ def publish(staging, destination):
     destination.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staging, destination)
     return count
-
 
 
 def nightly_name(version, build_number, now=None):

@@ -1,12 +1,13 @@
 """Schedulers: the release form, the nightly build, and the package fan-out."""
 
 from buildbot.plugins import schedulers, util
-from buildbot.schedulers.forcesched import ValidationError
+from buildbot.schedulers.forcesched import CollectedValidationError, ValidationError
+from twisted.internet import defer, threads
 
 from pgo import PipelineError
 from pgo.config import config_names
 from pgo.source import validate_version
-from steps import factories
+from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
 
 
@@ -18,6 +19,29 @@ class VersionParameter(util.StringParameter):
             return validate_version(s.strip())
         except PipelineError as e:
             raise ValidationError(str(e)) from None
+
+
+class ReleaseForceScheduler(schedulers.ForceScheduler):
+    """The release form; refuses, before any build starts, a release preflight.refusal gives a reason for."""
+
+    def checkConfig(self, builderNames, settings=None, **kwargs):
+        super().checkConfig(builderNames, **kwargs)
+
+    def reconfigService(self, builderNames, settings=None, **kwargs):
+        self.settings = settings
+        return super().reconfigService(builderNames, **kwargs)
+
+    @defer.inlineCallbacks
+    def addBuildsetForSourceStampsWithDefaults(self, reason, sourcestamps=None, properties=None, builderNames=None,
+                                               **kwargs):
+        platforms = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
+        why = yield threads.deferToThread(preflight.refusal, self.settings, platforms,
+                                          *(properties.getProperty(name) for name in ("version", "config", "source")))
+        if why:
+            raise CollectedValidationError({"version": why})
+        result = yield super().addBuildsetForSourceStampsWithDefaults(
+            reason, sourcestamps=sourcestamps, properties=properties, builderNames=builderNames, **kwargs)
+        return result
 
 
 def release_form_properties():
@@ -46,8 +70,8 @@ def no_source_stamp():
 
 
 def make_schedulers(settings):
-    result = [schedulers.ForceScheduler(
-        name="release", label="Start a PGO release", buttonName="Start release",
+    result = [ReleaseForceScheduler(
+        name="release", label="Start a PGO release", buttonName="Start release", settings=settings,
         builderNames=[factories.release_builder_name(p) for p in settings.platforms],
         reason=util.StringParameter(name="reason", label="Reason", default="release", size=40),
         codebases=no_source_stamp(), properties=release_form_properties())]

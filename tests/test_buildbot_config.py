@@ -1,6 +1,9 @@
 """master.cfg loads into the builders, schedulers, workers and web access the settings ask for."""
 
 import json
+import os
+import re
+import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -11,7 +14,9 @@ from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
 
 from pgo.phases import PIPELINES
+from pgo.source import ensure_deb_src
 from steps.config import buildmaster_config
+from steps.preflight import refusal
 from steps.schedulers import VersionParameter
 from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from steps.workers import current_image, domain_xml
@@ -170,3 +175,22 @@ def test_vm_worker_boots_the_current_image(tmp_path):
 def test_missing_image_pointer_is_a_clear_error(tmp_path):
     with pytest.raises(SettingsError, match="cannot read the current VM image from .*current.json"):
         current_image(tmp_path)
+
+
+def debian_mariadb_versions():
+    shown = subprocess.run(["apt-cache", "showsrc", "mariadb"], capture_output=True, text=True).stdout
+    return re.findall(r"^Version: \d+:(\S+)-\S+$", shown, re.M)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")
+def test_a_version_debian_lacks_is_refused_before_the_build(tmp_path):
+    if not debian_mariadb_versions():
+        ensure_deb_src()                  # what the source phase does on a fresh machine
+    known = debian_mariadb_versions()[0]
+    settings = from_dict({}, tmp_path, None)
+    assert refusal(settings, settings.platforms, known, "minimal", "debian") is None
+    assert refusal(settings, settings.platforms, "10.11.99", "minimal", "debian").startswith(
+        "unknown version 10.11.99: Debian's archive has mariadb 1:")
+    (tmp_path / "downloads" / known / "local").mkdir(parents=True)
+    assert refusal(settings, settings.platforms, known, "minimal", "debian") == (
+        f"{known} is already published for local ({tmp_path}/downloads/{known}/local); a release is never replaced")

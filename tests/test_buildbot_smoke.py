@@ -154,6 +154,23 @@ def test_failed_release_publishes_nothing_and_says_why(master, capsys):
     assert list((settings.downloads / STAGING).iterdir()) == []
 
 
+@pytest.mark.parametrize("version, source, reason", [
+    ("1.0.0", "tests/fixture", "1.0.0 is already published for local ({downloads}/1.0.0/local); "
+                               "a release is never replaced"),
+    ("2.0.0", "tests/fixture", "source tests/fixture is version 1.0.0, not the requested 2.0.0"),
+    ("1.0.3", "debian", "product 'fixture' has no Debian source package; give a source"),
+])
+def test_release_is_refused_before_any_build(master, capsys, version, source, reason):
+    """Runs after the fixture's 1.0.0 is published."""
+    runtime, settings = master
+    assert (settings.downloads / "1.0.0" / "local").is_dir()
+    before = local.newest_build_id(admin_api(settings))
+    status, printed, errors = release_command(runtime, capsys, version, source)
+    assert status == 1
+    assert errors == [f"release: error: version: {reason.format(downloads=settings.downloads)}"]
+    assert local.newest_build_id(admin_api(settings)) == before
+
+
 def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
     _, settings = master
     api = admin_api(settings)
