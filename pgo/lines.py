@@ -26,13 +26,16 @@ def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
                            f"minute {minutes:.0f} of {max_minutes:g}")
 
 
-PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$")
+# The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
+# before each pass; the train phase echoes its output tagged `[train]`.
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
+                      r"|^\[train\] (pass \d+ of \d+)\b")
 
 
 def progress(line):
-    """The step summary a progress line stands for ("compile 345/1198"), or None."""
+    """The step summary a progress line stands for ("compile 345/1198", "pass 3 of 24"), or None."""
     match = PROGRESS.match(line)
-    return (match.group(1) or match.group(2)) if match else None
+    return next(group for group in match.groups() if group) if match else None
 
 
 # --- results: the build's summary ------------------------------------------------------------

@@ -57,6 +57,15 @@ class PgoCommandTest(StepTest):
         self.expect_outcome(result=FAILURE, state_string="instrumented (failure): compile 12/504")
         return self.run_step()
 
+    def test_training_passes_are_the_train_steps_progress(self):
+        self.setup_step(PgoCommand(name="train", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout(
+            "[train] compile 14/14\n[train] pass 1 of 24: engine=innodb binlog=off api=text\n"
+            "[train] pass 24 of 24: engine=memory binlog=row api=nonblocking\n[train] total 123456\n").exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="train: pass 24 of 24")
+        return self.run_step()
+
     def phase_step(self, name):
         step = next(s for s in factories.phase_steps(SimpleNamespace(repo_on_worker="repo", archive="a"),
                                                       "on", "w") if s.name == name)

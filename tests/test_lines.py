@@ -87,3 +87,9 @@ def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason
     assert failed.returncode != 0
     assert lines.error_reason((failed.stdout + failed.stderr).splitlines()) == reason
     assert lines.error_reason(failed.stdout.splitlines()) is None
+
+
+def test_training_passes_are_progress():
+    """profile_load's pass lines, as the train phase echoes them (tagged [train]), and only those."""
+    assert lines.progress("[train] pass 3 of 24: engine=innodb binlog=row api=prepared") == "pass 3 of 24"
+    assert lines.progress("[check] pass 3 of 24") is None
