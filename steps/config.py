@@ -12,7 +12,8 @@ def web_ui(settings):
     admins = sorted(settings.admins)
     return {
         "port": f"tcp:{settings.web_port}:interface={settings.listen}",
-        "plugins": {},
+        # Buildbot's own views (requirements/master.txt pins them with the master).
+        "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
         "auth": util.UserPasswordAuth(dict(settings.admins)),
         "authz": util.Authz(
             allowRules=[

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -97,6 +98,15 @@ def test_only_admins_control_builds(two_platforms):
                                                   "RebuildBuildEndpointMatcher"}
     assert all(r.role == "admins" for r in rules)
     assert www["authz"].roleMatchers[0].usernames == ["releaser"]
+
+
+def test_web_ui_views_are_buildbots_own_pinned_with_the_master(two_platforms):
+    pins = dict(line.split("==") for line in (REPO / "requirements" / "master.txt").read_text().splitlines()
+                if "==" in line)
+    assert sorted(two_platforms.www["plugins"]) == ["console_view", "grid_view", "waterfall_view"]
+    for view in two_platforms.www["plugins"]:
+        package = "buildbot-" + view.replace("_", "-")
+        assert pins[package] == pins["buildbot"] == metadata.version(package), package
 
 
 def test_defaults_pass_checkconfig_without_a_settings_file(tmp_path):

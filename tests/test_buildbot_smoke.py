@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,17 @@ def release(api, version, source="tests/fixture", profile="train"):
     lines = []
     results = local.follow(api, bsid, before, out=lines.append)
     return results, local.release_builds(api, bsid), lines
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read()
+
+
+def test_web_ui_serves_the_grid_console_and_waterfall_views(master):
+    _, settings = master
+    for view in ("grid_view", "console_view", "waterfall_view"):
+        assert b"buildbot" in fetch(f"{settings.url}plugins/{view}/scripts.js").lower(), view
 
 
 def test_anonymous_force_is_refused(master):
