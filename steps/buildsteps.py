@@ -18,6 +18,7 @@ from twisted.internet import defer, threads
 
 from pgo import lines
 from steps import publish
+from steps.downloads import download_url
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -99,17 +100,20 @@ class GiveUpOnLostWorkers(buildstep.BuildStep):
 class PublishFolder(buildstep.BuildStep):
     """Publish the build's staging folder on the master as `destination`, atomically.
 
-    With keep, destination is a nightly: only the newest `keep` nightlies stay.
+    With served, (the downloads folder, its URL), the step links the published
+    folder and each package in it. With keep, destination is a nightly: only
+    the newest `keep` nightlies stay.
     """
 
     name = "publish"
     renderables = ["staging", "destination"]
 
-    def __init__(self, staging, destination, keep=None, **kwargs):
+    def __init__(self, staging, destination, served=None, keep=None, **kwargs):
         kwargs.setdefault("haltOnFailure", True)
         super().__init__(**kwargs)
         self.staging = staging
         self.destination = destination
+        self.served = served
         self.keep = keep
 
     @defer.inlineCallbacks
@@ -126,8 +130,18 @@ class PublishFolder(buildstep.BuildStep):
             lines += [f"removed old nightly {name}" for name in pruned]
         yield self.addCompleteLog("published", "\n".join(lines) + "\n")
         self.setProperty("published", str(self.destination), "publish")
+        if self.served:
+            yield self.link_packages(download_url(*self.served, self.destination) + "/")
         self.descriptionDone = f"published {count} files"
         return SUCCESS
+
+    @defer.inlineCallbacks
+    def link_packages(self, url):
+        self.setProperty("published_url", url, "publish")
+        yield self.addURL("download folder", url)
+        packages = yield threads.deferToThread(publish.packages, self.destination)
+        for package in packages:
+            yield self.addURL(package, url + package)
 
     def getResultSummary(self):
         summary = super().getResultSummary()

@@ -169,8 +169,9 @@ def release_factory(settings, platform):
                               doStepIf=lambda step: bool(wanted_formats(platform, step)),
                               set_properties={"pgo_workdir": WORK, "staging": staged,
                                               "release_worker": util.Property("workername")}))
-    f.addStep(PublishFolder(staged, util.Transform(
-        lambda version: str(publish.release_dir(settings.downloads, version, platform.name)), util.Property("version"))))
+    published = util.Transform(lambda version: str(publish.release_dir(settings.downloads, version, platform.name)),
+                               util.Property("version"))
+    f.addStep(PublishFolder(staged, published, served=(settings.downloads, settings.downloads_url)))
     f.addStep(DiscardStaging(staged))
     return f
 
@@ -206,6 +207,7 @@ def nightly_factory(settings):
                                        masterdest=staging(settings, "bintar"), haltOnFailure=True))
     f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,
                                           masterdest=staged, haltOnFailure=True))
-    f.addStep(PublishFolder(staged, destination, keep=settings.nightly.keep))
+    f.addStep(PublishFolder(staged, destination, served=(settings.downloads, settings.downloads_url),
+                            keep=settings.nightly.keep))
     f.addStep(DiscardStaging(staged))
     return f

@@ -59,7 +59,7 @@ class Runtime:
 
 # --- setting up -----------------------------------------------------------------
 
-def settings_text(web_port, worker_port):
+def settings_text(web_port, worker_port, downloads_port):
     """A first settings file: this machine as the only worker, passwords generated here."""
     formats = ", ".join(f'"{f}"' for f in PACKAGE_FORMATS)
     return f"""# Settings of the local PGO release master, written by ./release.
@@ -67,6 +67,7 @@ def settings_text(web_port, worker_port):
 title = "MariaDB PGO"
 web_port = {web_port}
 worker_port = {worker_port}
+downloads_port = {downloads_port}
 downloads = "downloads"
 archive = "archive"
 
@@ -92,14 +93,14 @@ keep = 7
 """
 
 
-def setup(runtime, web_port=8010, worker_port=9989):
+def setup(runtime, web_port=8010, worker_port=9989, downloads_port=8011):
     """Create the settings, master and worker of runtime unless they exist; return the settings."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(settings_text(web_port, worker_port))
+            f.write(settings_text(web_port, worker_port, downloads_port))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
     settings = runtime.settings()
     local = [w for w in settings.workers if w.kind == "local"]
@@ -208,7 +209,7 @@ class Api:
             raise ApiError(401, f"login as {user} failed")
 
     def get(self, path, **query):
-        url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query, doseq=True)}" if query else "")
         return json.loads(self.open(urllib.request.Request(url)))
 
     def control(self, path, method, **params):
@@ -339,7 +340,8 @@ def release_builds(api, bsid):
     requests = api.get("buildrequests", buildsetid=bsid)["buildrequests"]
     builds = []
     for request in requests:
-        builds += api.get("builds", buildrequestid=request["buildrequestid"], property="published")["builds"]
+        builds += api.get("builds", buildrequestid=request["buildrequestid"],
+                          property=["published", "published_url"])["builds"]
     return builds
 
 
@@ -381,6 +383,8 @@ def cmd_run(args):
         say(f"{RESULTS.get(build['results'], build['results'])}: {build['state_string']}")
         if published:
             say(f"packages: {published}")
+            if "published_url" in build["properties"]:
+                say(f"download: {build['properties']['published_url'][0]}")
             for path in sorted(Path(published).rglob("*")):
                 if path.is_file():
                     say(f"  {path.relative_to(published)}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from pgo.checksums import SUMS, write_sha256sums
 
 STAGING = ".incoming"
+PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
 
 
 class PublishError(Exception):
@@ -40,6 +41,13 @@ def publish(staging, destination):
     destination.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staging, destination)
     return count
+
+
+def packages(folder):
+    """The packages of a published folder (in its format folders), as relative paths."""
+    folder = Path(folder)
+    return sorted(str(path.relative_to(folder)) for path in folder.glob("*/*")
+                  if path.is_file() and path.name.endswith(PACKAGE_SUFFIXES))
 
 
 def nightly_name(version, build_number, now=None):

@@ -70,6 +70,8 @@ class Settings:
     listen: str
     web_port: int
     worker_port: int
+    downloads_port: int               # the master serves the downloads folder here (steps/downloads.py)
+    downloads_url: str                # ... as users reach it
     db_url: str
     admins: dict[str, str]
     workers: tuple[WorkerSettings, ...]
@@ -122,13 +124,14 @@ def from_dict(data, base, source_file):
         value = Path(data.get(name, default))
         return value if value.is_absolute() else base / value
 
-    known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
-             "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
+    known = {"title", "url", "listen", "web_port", "worker_port", "downloads_port", "downloads_url", "db_url",
+             "admins", "workers", "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
              "inconclusive", "bench_options", "max_lost_workers", "worker_wait_minutes"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
     web_port = int(data.get("web_port", 8010))
+    downloads_port = int(data.get("downloads_port", web_port + 1))
     workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
     platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
@@ -139,6 +142,8 @@ def from_dict(data, base, source_file):
         listen=data.get("listen", "127.0.0.1"),
         web_port=web_port,
         worker_port=int(data.get("worker_port", 9989)),
+        downloads_port=downloads_port,
+        downloads_url=data.get("downloads_url", f"http://localhost:{downloads_port}/"),
         db_url=data.get("db_url", "sqlite:///state.sqlite"),
         admins=dict(data.get("admins", {"admin": secrets.token_urlsafe(24)})),
         workers=workers,
@@ -216,6 +221,8 @@ def check(s):
         raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
     if s.inconclusive is not None and s.inconclusive not in INCONCLUSIVE_CHOICES:
         raise SettingsError(f"{where}: inconclusive '{s.inconclusive}' is not one of {', '.join(INCONCLUSIVE_CHOICES)}")
+    if not s.downloads_url.endswith("/"):
+        raise SettingsError(f"{where}: downloads_url must end with '/'")
     if s.worker_wait_minutes <= 0:
         raise SettingsError(f"{where}: worker_wait_minutes must be above 0")
     if s.nightly.keep < 1:

@@ -136,6 +136,7 @@ def test_version_is_validated_with_a_clear_message():
     ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
     ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),
     ("worker_wait_minutes = 0", "worker_wait_minutes must be above 0"),
+    ("downloads_url = 'http://example.org/dl'", "downloads_url must end with '/'"),
     ("worker_wait_minutes = 'long'", "worker_wait_minutes must be a number, not 'long'"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):

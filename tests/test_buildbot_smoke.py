@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def master(tmp_path_factory):
         mp.delenv(SETTINGS_ENV, raising=False)
         runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
         # The nightly builds the fixture too, and keeps only the newest.
-        runtime.settings_file.write_text(local.settings_text(free_port(), free_port()).replace(
+        runtime.settings_file.write_text(local.settings_text(free_port(), free_port(), free_port()).replace(
             'version = "10.11.18"\nconfig = "minimal"\nsource = "debian"\nkeep = 7',
             'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'
         # A release waiting for a worker that is not connected gives up after 3 s.
@@ -71,6 +72,14 @@ def test_web_ui_serves_the_grid_console_and_waterfall_views(master):
     _, settings = master
     for view in ("grid_view", "console_view", "waterfall_view"):
         assert b"buildbot" in fetch(f"{settings.url}plugins/{view}/scripts.js").lower(), view
+
+
+def test_unpublished_uploads_are_not_served(master):
+    _, settings = master
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        fetch(f"{settings.downloads_url}{STAGING}/")
+    assert missing.value.code == 404
+    assert STAGING not in fetch(settings.downloads_url).decode()
 
 
 def test_anonymous_force_is_refused(master):
@@ -111,6 +120,18 @@ def test_release_publishes_packages_with_checksums(master):
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)
+    # The publish step links the folder and each package; the master serves them.
+    api = local.Api(settings.url)
+    publish_step = next(s for s in api.get(f"builds/{build['buildid']}/steps")["steps"] if s["name"] == "publish")
+    links = {link["name"]: link["url"] for link in publish_step["urls"]}
+    folder_url = f"{settings.downloads_url}1.0.0/local/"
+    assert links.pop("download folder") == folder_url == build["properties"]["published_url"][0]
+    packages = {f for f in files if f.split("/")[0] in FORMATS and not f.endswith((".json", ".txt"))}
+    assert "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm" in packages
+    assert links == {name: folder_url + name for name in packages}
+    for name, url in links.items():
+        assert fetch(url) == (published / name).read_bytes(), url
+    assert "sha256sums.txt" in fetch(folder_url).decode()
 
 
 def test_release_can_reuse_an_archived_profile(master, tmp_path):
