@@ -13,9 +13,11 @@ into run/venv when this Python lacks it.
 
 import argparse
 import base64
+import getpass
 import http.cookiejar
 import json
 import os
+import platform
 import secrets
 import subprocess
 import sys
@@ -25,7 +27,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pgo import lines
+from pgo import PipelineError, lines
+from pgo.toolchain import detect
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
@@ -152,10 +155,27 @@ def start(runtime):
             raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
     if not running_pid(runtime.worker):
         say(f"starting the worker in {runtime.worker}")
+        describe_worker(runtime.worker)
         run_tool("buildbot-worker", "start", str(runtime.worker))
     api = Api(settings.url)
     wait_for_worker(api, [w.name for w in settings.workers if w.kind == "local"][0])
     return settings, api
+
+
+def describe_worker(basedir):
+    """What the web UI shows of the local worker: this machine's system and compiler, not Buildbot's placeholders."""
+    try:
+        system = platform.freedesktop_os_release()["PRETTY_NAME"]
+    except (OSError, KeyError):
+        system = platform.platform()
+    try:
+        compiler = detect().banner
+    except PipelineError as e:
+        compiler = f"none usable ({e})"
+    info = basedir / "info"
+    info.mkdir(exist_ok=True)
+    (info / "host").write_text(f"image: {system} (this machine); compiler: {compiler}")
+    (info / "admin").write_text(f"the release engineer running ./release as {getpass.getuser()}")
 
 
 def stop(runtime):

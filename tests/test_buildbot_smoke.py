@@ -4,6 +4,8 @@ Started the way `./release up` starts them (steps/local.py), in a temporary
 runtime folder with free ports and SQLite; driven through the REST API.
 """
 
+import getpass
+import platform
 import shutil
 import socket
 import subprocess
@@ -17,6 +19,7 @@ import pytest
 
 from steps import local
 from pgo.checksums import verify_sha256sums
+from pgo.toolchain import detect
 from steps.publish import STAGING
 from steps.settings import SETTINGS_ENV
 
@@ -80,6 +83,15 @@ def test_unpublished_uploads_are_not_served(master):
         fetch(f"{settings.downloads_url}{STAGING}/")
     assert missing.value.code == 404
     assert STAGING not in fetch(settings.downloads_url).decode()
+
+
+def test_local_worker_shows_its_system_and_compiler(master):
+    _, settings = master
+    (worker,) = local.Api(settings.url).get("workers", name="local-worker")["workers"]
+    host = worker["workerinfo"]["host"]
+    assert host.startswith(f"image: {platform.freedesktop_os_release()['PRETTY_NAME']} (this machine); ")
+    assert host.endswith(f"compiler: {detect().banner}")
+    assert worker["workerinfo"]["admin"] == f"the release engineer running ./release as {getpass.getuser()}"
 
 
 def test_anonymous_force_is_refused(master):
