@@ -46,7 +46,7 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
 
 def release_form_properties():
     return [
-        VersionParameter(name="version", label="Version (e.g. 10.11.18)", required=True, size=12),
+        VersionParameter(name="version", label="Version (required), e.g. 10.11.18", required=True, size=12),
         util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
                                    default="minimal"),
         util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",
