@@ -22,7 +22,12 @@ class VersionParameter(util.StringParameter):
 
 
 class ReleaseForceScheduler(schedulers.ForceScheduler):
-    """The release form; refuses, before any build starts, a release preflight.refusal gives a reason for."""
+    """The release form; refuses, before any build starts, a release preflight.refusal gives a reason for.
+
+    A release it starts is recorded as a change (revision: the version): the
+    web UI's grid and console views show builds by change, so each release is
+    a row there, with its builds on every platform.
+    """
 
     def checkConfig(self, builderNames, settings=None, **kwargs):
         super().checkConfig(builderNames, **kwargs)
@@ -35,12 +40,15 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
     def addBuildsetForSourceStampsWithDefaults(self, reason, sourcestamps=None, properties=None, builderNames=None,
                                                **kwargs):
         platforms = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
-        why = yield threads.deferToThread(preflight.refusal, self.settings, platforms,
-                                          *(properties.getProperty(name) for name in ("version", "config", "source")))
+        version, config, source = (properties.getProperty(name) for name in ("version", "config", "source"))
+        why = yield threads.deferToThread(preflight.refusal, self.settings, platforms, version, config, source)
         if why:
             raise CollectedValidationError({"version": why})
-        result = yield super().addBuildsetForSourceStampsWithDefaults(
-            reason, sourcestamps=sourcestamps, properties=properties, builderNames=builderNames, **kwargs)
+        changeid = yield self.master.data.updates.addChange(
+            author=properties.getProperty("owner"), revision=version, category="release", codebase="",
+            comments=f"release {version} ({config}) from {source}: {properties.getProperty('reason')}")
+        result = yield self.addBuildsetForChanges(reason=reason, changeids=[changeid], builderNames=builderNames,
+                                                  properties=properties, **kwargs)
         return result
 
 

@@ -144,6 +144,9 @@ def test_release_publishes_packages_with_checksums(master):
     for name, url in links.items():
         assert fetch(url) == (published / name).read_bytes(), url
     assert "sha256sums.txt" in fetch(folder_url).decode()
+    # The release is a change: the UI's grid and console views show builds by change.
+    (change,) = api.get(f"builds/{build['buildid']}/changes")["changes"]
+    assert (change["revision"], change["author"], change["category"]) == ("1.0.0", "admin", "release")
 
 
 def test_release_can_reuse_an_archived_profile(master, tmp_path):
