@@ -29,12 +29,16 @@ class OutputWatcher(logobserver.LogLineObserver):
     def outLineReceived(self, line):
         self.step.watch(line)
 
+    def errLineReceived(self, line):
+        self.step.watch_errors(line)
+
 
 class PgoCommand(ShellCommand):
     """A pgo CLI command.
 
     read_result (one of pgo.lines.RESULT_PARSERS) turns the command's result
-    line into the step's and the build's summary.
+    line into the step's and the build's summary. A failed command's summary
+    is its error line (what `./release` prints for it too).
     """
 
     def __init__(self, read_result=None, **kwargs):
@@ -43,6 +47,7 @@ class PgoCommand(ShellCommand):
         self.read_result = read_result
         self.latest_progress = None
         self.result_line = None
+        self.error = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
     def watch(self, line):
@@ -56,13 +61,16 @@ class PgoCommand(ShellCommand):
             self.result_line = result
             self.updateSummary()
 
+    def watch_errors(self, line):
+        self.error = lines.error_reason([line]) or self.error
+
     def getCurrentSummary(self):
         detail = self.result_line or self.latest_progress
         return {"step": f"{self.name}: {detail}" if detail else f"{self.name}: running"}
 
     def getResultSummary(self):
         summary = super().getResultSummary()
-        detail = self.result_line or self.latest_progress
+        detail = (self.results != SUCCESS and self.error) or self.result_line or self.latest_progress
         if detail:
             summary["step"] = f"{summary['step']}: {detail}"
         if self.result_line and self.results == SUCCESS:

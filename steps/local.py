@@ -398,8 +398,10 @@ def cmd_run(args):
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
+    summaries = []
     for build in release_builds(api, bsid):
         published = build["properties"].get("published", [None])[0]
+        summaries.append(build["state_string"])
         say(f"{RESULTS.get(build['results'], build['results'])}: {build['state_string']}")
         if published:
             say(f"packages: {published}")
@@ -409,8 +411,11 @@ def cmd_run(args):
                 if path.is_file():
                     say(f"  {path.relative_to(published)}")
         say(f"build: {settings.url}#/builders/{build['builderid']}/builds/{build['number']}")
+    # A pgo step's summary already ends with its error line; the other steps' reasons,
+    # and those of the package builds, are said here.
     for label, step, reason in failure_reasons(api, before):
-        say(f"{label} failed in {step}: {reason}")
+        if not any(reason in summary for summary in summaries):
+            say(f"{label} failed in {step}: {reason}")
     say(f"profile archive: {settings.archive}")
     say(f"web UI: {settings.url}")
     return 0 if results == 0 else 1

@@ -191,15 +191,17 @@ def release_command(runtime, capsys, version, source="tests/fixture"):
 
 def test_failed_release_publishes_nothing_and_says_why(master, capsys):
     runtime, settings = master
+    before = local.newest_build_id(admin_api(settings))
     status, printed, _ = release_command(runtime, capsys, "1.0.1", source="tests/no-such-source")
     assert status == 1
-    assert "failure: failed source (failure)" in printed
-    failed = [line for line in printed if " failed in " in line]
-    assert len(failed) == 1 and failed[0].startswith("release-local #"), printed
-    assert failed[0].endswith(" failed in source: source 'tests/no-such-source' is neither 'debian', a git URL, "
-                              "nor an existing tarball or directory")
+    reason = "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"
+    # The step's summary (in the web UI too) and so the build's end with the reason, said once.
+    assert f"failure: failed source (failure): {reason}" in printed
+    assert sum(reason in line for line in printed if not line.startswith("release-local #")) == 1, printed
+    (label, step, why), = local.failure_reasons(admin_api(settings), before)
+    assert (label.split(" #")[0], step, why) == ("release-local", "source", reason)
     assert not (settings.downloads / "1.0.1").exists()
-    assert list((settings.downloads / STAGING).iterdir()) == []
+    assert list((settings.downloads / STAGING).glob("*")) == []
 
 
 @pytest.mark.parametrize("version, source, reason", [

@@ -49,11 +49,20 @@ class PgoCommandTest(StepTest):
             ["instrumented: compile 345/504", "instrumented: compile 504/504"]))
         return done
 
-    def test_failed_phase_fails_the_step_with_its_progress(self):
+    def test_failed_phase_fails_the_step_with_its_error_line(self):
         self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
                                    env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
         self.expect_commands(self.shell().stdout("[instrumented] compile 12/504\n")
-                             .stderr("pgo: error: phase 'instrumented' failed\n").exit(1))
+                             .stderr("ninja: build stopped: subcommand failed.\n"
+                                     "pgo: error: phase 'instrumented' failed: ninja exited with status 1\n").exit(1))
+        self.expect_outcome(result=FAILURE, state_string="instrumented (failure): phase 'instrumented' failed: "
+                                                         "ninja exited with status 1")
+        return self.run_step()
+
+    def test_failed_command_without_an_error_line_keeps_its_progress(self):
+        self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout("[instrumented] compile 12/504\n").stderr("Killed\n").exit(137))
         self.expect_outcome(result=FAILURE, state_string="instrumented (failure): compile 12/504")
         return self.run_step()
 
