@@ -154,7 +154,8 @@ class PublishFolder(buildstep.BuildStep):
     def getResultSummary(self):
         summary = super().getResultSummary()
         if self.results == SUCCESS:
-            summary["build"] = f"published to {self.destination}"
+            where = download_url(*self.served, self.destination) + "/" if self.served else self.destination
+            summary["build"] = f"published to {where}"
         return summary
 
 

@@ -138,6 +138,7 @@ def test_release_publishes_packages_with_checksums(master):
     links = {link["name"]: link["url"] for link in publish_step["urls"]}
     folder_url = f"{settings.downloads_url}1.0.0/local/"
     assert links.pop("download folder") == folder_url == build["properties"]["published_url"][0]
+    assert build["state_string"].endswith(f"published to {folder_url}")
     packages = {f for f in files if f.split("/")[0] in FORMATS and not f.endswith((".json", ".txt"))}
     assert "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm" in packages
     assert links == {name: folder_url + name for name in packages}
