@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, profile
+from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
@@ -631,7 +631,7 @@ def cmd_verify(args):
             failed += 1
             print(f"FAILED  {entry.name}: {e}")
     if failed:
-        print(f"pgo: error: {failed} of {len(chosen)} archived profiles failed verification", file=sys.stderr)
+        print(lines.error(f"{failed} of {len(chosen)} archived profiles failed verification"), file=sys.stderr)
         return 1
     return 0
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, contract, package, source
+from pgo import PipelineError, archive, bench, contract, lines, package, source
 from pgo.config import config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
@@ -29,7 +29,7 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except PipelineError as e:
-        print(f"pgo: error: {e}", file=sys.stderr)
+        print(lines.error(e), file=sys.stderr)
         return 1
     except OSError as e:
         # A disk that filled up, a folder that went away: one line, like every other error.
@@ -45,7 +45,7 @@ class Parser(argparse.ArgumentParser):
     """Usage errors as one line, not argparse's usage block."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, lines.error(f"{message} (see {self.prog} --help)", self.prog) + "\n")
 
 
 def make_parser():

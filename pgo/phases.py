@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, contract, profile, source
+from pgo import PipelineError, archive, contract, lines, profile, source
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import detect, gcov_binary, pgo_flags
@@ -146,12 +146,11 @@ def check_profile(ctx, log):
     contract.write(ctx, "check", contract.PROFILE_CHECK, figures)
     for line in describe_check(figures):
         log.note(line)
-        print(f"[check] {line}", flush=True)
+        print(lines.tagged("check", line), flush=True)
 
 
 def describe_check(figures):
-    yield (f"{figures['gcda_files']} .gcda files, {figures['build_objects_with_profile']} of "
-           f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
+    yield lines.profile_check(figures)
     for directory, hot in figures["hot_dirs"].items():
         yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
                f"{hot['functions_run']} of their {hot['functions']} functions ran")
@@ -188,10 +187,7 @@ def build_optimized(ctx, log):
     verdict["profile_id"] = profile_id
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
     contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
-    print(f"[optimized] profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
-          f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects without profile, "
-          f"{verdict['coverage_mismatch']} coverage mismatches, "
-          f"{verdict['functions_without_profile']} functions without profile", flush=True)
+    print(lines.profile_use(profile_id, verdict), flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
 

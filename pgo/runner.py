@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from pgo import PipelineError
+from pgo import PipelineError, lines
 
 NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
 TAIL_LINES = 25
@@ -58,10 +58,10 @@ class PhaseLog:
                 done, total = progress.groups()
                 now = time.monotonic()
                 if now - shown >= 2 or done == total:
-                    say(f"[{self.phase}] compile {done}/{total}")
+                    say(lines.compile_progress(self.phase, done, total))
                     shown = now
             elif echo:
-                say(f"[{self.phase}] {line.rstrip()}")
+                say(lines.tagged(self.phase, line.rstrip()))
         proc.wait()
         self.file.flush()
         if proc.returncode != 0:

@@ -109,6 +109,27 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
     return source, tree
 
 
+def check_available(spec, version, product, base):
+    """Refuse a version the source does not have, without downloading anything.
+
+    A release checks this before it starts, on whatever machine it is started
+    from, so only what that machine can see is checked: Debian's archive (when
+    apt knows deb-src entries) and a directory's VERSION file (a relative path
+    is relative to base). A tarball, a git ref, or a path this machine lacks is
+    left to fetch(), which checks every source.
+    """
+    if spec == "debian":
+        if not product.debian_source:
+            raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
+        versions = _showsrc_versions(product.debian_source)
+        if versions:
+            matching_debian_version(product.debian_source, version, versions)
+        return
+    tree = Path(base, spec)
+    if "://" not in spec and tree.is_dir():
+        require_version(tree, version, spec)
+
+
 def require_version(tree, version, origin):
     found = source_version(tree)
     if found != version:
@@ -202,6 +223,11 @@ def debian_version(package, version, log=None):
     if not versions:
         ensure_deb_src(log)
         versions = _showsrc_versions(package)
+    return matching_debian_version(package, version, versions)
+
+
+def matching_debian_version(package, version, versions):
+    """The newest of Debian's versions (epoch:upstream-revision) whose upstream version is `version`."""
     matching = [v for v in versions if v.split(":", 1)[-1].rsplit("-", 1)[0] == version]
     if not matching:
         known = ", ".join(sorted(set(versions))) or "none"

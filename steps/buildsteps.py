@@ -1,14 +1,14 @@
 """Custom build steps.
 
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
-it prints into the step's summary: `[instrumented] compile 345/1164` lines into
-live progress, and the one line that states a phase's result (the profile
-check's figures, the profile use, the benchmark's speedup) into the build's
-summary. The master-side steps publish a build's uploads, and stop a build
-request that keeps losing its worker.
+it prints into the step's summary: `[instrumented] compile 345/1164` and
+`[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
+states a phase's result (the profile check's figures, the profile use, the
+benchmark's verdict) into the build's summary; pgo/lines.py reads those lines,
+beside the code that prints them. The master-side steps publish a build's
+uploads, and stop a build request that keeps losing its worker.
 """
 
-import re
 from pathlib import Path
 
 from buildbot.process import buildstep, logobserver
@@ -16,9 +16,9 @@ from buildbot.process.results import FAILURE, RETRY, SUCCESS
 from buildbot.steps.shell import ShellCommand
 from twisted.internet import defer, threads
 
+from pgo import lines
 from steps import publish
-
-COMPILE_PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$")
+from steps.downloads import download_url
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -29,41 +29,48 @@ class OutputWatcher(logobserver.LogLineObserver):
     def outLineReceived(self, line):
         self.step.watch(line)
 
+    def errLineReceived(self, line):
+        self.step.watch_errors(line)
+
 
 class PgoCommand(ShellCommand):
     """A pgo CLI command.
 
-    When a line matches result_pattern, result_format filled with its named
-    groups becomes the step's and the build's summary.
+    read_result (one of pgo.lines.RESULT_PARSERS) turns the command's result
+    line into the step's and the build's summary. A failed command's summary
+    is its error line (what `./release` prints for it too).
     """
 
-    def __init__(self, result_pattern=None, result_format=None, **kwargs):
+    def __init__(self, read_result=None, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
-        self.result_pattern = re.compile(result_pattern) if result_pattern else None
-        self.result_format = result_format
-        self.compile_progress = None
+        self.read_result = read_result
+        self.latest_progress = None
         self.result_line = None
+        self.error = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
     def watch(self, line):
-        progress = COMPILE_PROGRESS.match(line)
+        progress = lines.progress(line)
         if progress:
-            self.compile_progress = progress.group(1)
+            self.latest_progress = progress
             self.updateSummary()
             return
-        result = self.result_pattern.search(line) if self.result_pattern else None
+        result = self.read_result(line) if self.read_result else None
         if result:
-            self.result_line = self.result_format.format(**result.groupdict())
+            self.result_line = result
             self.updateSummary()
 
+    def watch_errors(self, line):
+        self.error = lines.error_reason([line]) or self.error
+
     def getCurrentSummary(self):
-        detail = self.result_line or self.compile_progress
+        detail = self.result_line or self.latest_progress
         return {"step": f"{self.name}: {detail}" if detail else f"{self.name}: running"}
 
     def getResultSummary(self):
         summary = super().getResultSummary()
-        detail = self.result_line or self.compile_progress
+        detail = (self.results != SUCCESS and self.error) or self.result_line or self.latest_progress
         if detail:
             summary["step"] = f"{summary['step']}: {detail}"
         if self.result_line and self.results == SUCCESS:
@@ -101,17 +108,20 @@ class GiveUpOnLostWorkers(buildstep.BuildStep):
 class PublishFolder(buildstep.BuildStep):
     """Publish the build's staging folder on the master as `destination`, atomically.
 
-    With keep, destination is a nightly: only the newest `keep` nightlies stay.
+    With served, (the downloads folder, its URL), the step links the published
+    folder and each package in it. With keep, destination is a nightly: only
+    the newest `keep` nightlies stay.
     """
 
     name = "publish"
     renderables = ["staging", "destination"]
 
-    def __init__(self, staging, destination, keep=None, **kwargs):
+    def __init__(self, staging, destination, served=None, keep=None, **kwargs):
         kwargs.setdefault("haltOnFailure", True)
         super().__init__(**kwargs)
         self.staging = staging
         self.destination = destination
+        self.served = served
         self.keep = keep
 
     @defer.inlineCallbacks
@@ -128,13 +138,24 @@ class PublishFolder(buildstep.BuildStep):
             lines += [f"removed old nightly {name}" for name in pruned]
         yield self.addCompleteLog("published", "\n".join(lines) + "\n")
         self.setProperty("published", str(self.destination), "publish")
+        if self.served:
+            yield self.link_packages(download_url(*self.served, self.destination) + "/")
         self.descriptionDone = f"published {count} files"
         return SUCCESS
+
+    @defer.inlineCallbacks
+    def link_packages(self, url):
+        self.setProperty("published_url", url, "publish")
+        yield self.addURL("download folder", url)
+        packages = yield threads.deferToThread(publish.packages, self.destination)
+        for package in packages:
+            yield self.addURL(package, url + package)
 
     def getResultSummary(self):
         summary = super().getResultSummary()
         if self.results == SUCCESS:
-            summary["build"] = f"published to {self.destination}"
+            where = download_url(*self.served, self.destination) + "/" if self.served else self.destination
+            summary["build"] = f"published to {where}"
         return summary
 
 

@@ -3,6 +3,7 @@
 from buildbot.plugins import util
 
 from steps.builders import make_builders
+from steps.downloads import DownloadsServer
 from steps.schedulers import make_schedulers
 from steps.workers import make_workers
 
@@ -12,7 +13,8 @@ def web_ui(settings):
     admins = sorted(settings.admins)
     return {
         "port": f"tcp:{settings.web_port}:interface={settings.listen}",
-        "plugins": {},
+        # Buildbot's own views (requirements/master.txt pins them with the master).
+        "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
         "auth": util.UserPasswordAuth(dict(settings.admins)),
         "authz": util.Authz(
             allowRules=[
@@ -42,4 +44,6 @@ def buildmaster_config(settings):
         # merging their requests would silently drop a version.
         "collapseRequests": False,
         "www": web_ui(settings),
+        "services": [DownloadsServer(folder=str(settings.downloads), port=settings.downloads_port,
+                                     interface=settings.listen)],
     }

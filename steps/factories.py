@@ -15,7 +15,9 @@ master, which the release's last step publishes in one rename.
 from buildbot.plugins import steps as bb_steps
 from buildbot.plugins import util
 
+from pgo.bench.policy import RELEASE
 from pgo.config import build_config
+from pgo.lines import RESULT_PARSERS
 from pgo.phases import PIPELINES
 from steps import publish
 from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder
@@ -26,19 +28,6 @@ from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, Pu
 SILENCE_TIMEOUT = 2 * 3600
 MAX_STEP_TIME = 6 * 3600
 
-# The line each phase prints to state its result, and how the build summary
-# shows it (steps.buildsteps.PgoCommand).
-RESULT_LINES = {
-    "check": (r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects have data; "
-              r"profile (?P<id>\S+)$",
-              "profile {id}: {with} of {objects} objects trained;"),
-    "optimized": (r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
-                  r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches",
-                  "profile used by {coverage} of {hot} hot objects, {mismatch} mismatches;"),
-}
-BENCH_RESULT = (r"^\[bench\] (?:ok|FAILED): (?P<workload>\S+): single-thread speedup (?P<ratio>\d+\.\d+) "
-                r"\(95% CI (?P<low>\d+\.\d+)-(?P<high>\d+\.\d+)\)",
-                "{workload} single-thread speedup {ratio} (95% CI {low}-{high});")
 # The benchmark measures servers; other products (the fixture) have none.
 BENCHMARKED_PRODUCTS = ("mariadb",)
 BUILD_INFO_FILES = ["build-info.json", "source.json", "profile-check.json", "profile-use.json"]
@@ -97,10 +86,9 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     order.insert(order.index("optimized"), "import")
     steps = []
     for name in order:
-        pattern, form = RESULT_LINES.get(name, (None, None))
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
-                              result_pattern=pattern, result_format=form,
+                              read_result=RESULT_PARSERS.get(name),
                               doStepIf=lambda step, wanted=wanted: build_pipeline(step) in wanted, **kwargs))
     return steps
 
@@ -144,6 +132,16 @@ class TriggerPackages(bb_steps.Trigger):
         return [s for s in super().getSchedulersAndProperties() if s["sched_name"] in wanted]
 
 
+def gate_options(settings):
+    """The release policy, with what the master settings override."""
+    options = ["--policy", RELEASE.name]
+    if settings.min_speedup is not None:
+        options += ["--min-speedup", str(settings.min_speedup)]
+    if settings.inconclusive is not None:
+        options += ["--inconclusive", settings.inconclusive]
+    return options
+
+
 def release_factory(settings, platform):
     staged = staging(settings)
     f = util.BuildFactory()
@@ -153,8 +151,8 @@ def release_factory(settings, platform):
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
-        "--out", BENCH, *settings.bench_options, "--min-speedup", str(settings.min_speedup)],
-        result_pattern=BENCH_RESULT[0], result_format=BENCH_RESULT[1], doStepIf=benchmark_wanted))
+        "--out", BENCH, *settings.bench_options, *gate_options(settings)],
+        read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from);
     # the release's own one-entry archive is published with its packages.
     f.addStep(pgo_step(settings, "release-profile",
@@ -171,7 +169,9 @@ def release_factory(settings, platform):
                               doStepIf=lambda step: bool(wanted_formats(platform, step)),
                               set_properties={"pgo_workdir": WORK, "staging": staged,
                                               "release_worker": util.Property("workername")}))
-    f.addStep(PublishFolder(staged, util.Interpolate(f"{settings.downloads}/%(prop:version)s/{platform.name}")))
+    published = util.Transform(lambda version: str(publish.release_dir(settings.downloads, version, platform.name)),
+                               util.Property("version"))
+    f.addStep(PublishFolder(staged, published, served=(settings.downloads, settings.downloads_url)))
     # The archive phase stored the profile as pending: only a published release's
     # profile becomes a release profile, which later builds take as `latest`.
     f.addStep(pgo_step(settings, "promote-profile",
@@ -211,6 +211,7 @@ def nightly_factory(settings):
                                        masterdest=staging(settings, "bintar"), haltOnFailure=True))
     f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,
                                           masterdest=staged, haltOnFailure=True))
-    f.addStep(PublishFolder(staged, destination, keep=settings.nightly.keep))
+    f.addStep(PublishFolder(staged, destination, served=(settings.downloads, settings.downloads_url),
+                            keep=settings.nightly.keep))
     f.addStep(DiscardStaging(staged))
     return f

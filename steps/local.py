@@ -13,9 +13,11 @@ into run/venv when this Python lacks it.
 
 import argparse
 import base64
+import getpass
 import http.cookiejar
 import json
 import os
+import platform
 import secrets
 import subprocess
 import sys
@@ -25,6 +27,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from pgo import PipelineError, lines
+from pgo.toolchain import detect
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
@@ -33,6 +37,7 @@ WORKER_CONNECT_TIMEOUT = 90
 POLL_SECONDS = 2
 PROGRESS_EVERY = 10     # seconds between two progress lines of one running step
 RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exception", 5: "retry", 6: "cancelled"}
+FAILED = (2, 4)
 
 
 class LocalError(Exception):
@@ -57,7 +62,7 @@ class Runtime:
 
 # --- setting up -----------------------------------------------------------------
 
-def settings_text(web_port, worker_port):
+def settings_text(web_port, worker_port, downloads_port):
     """A first settings file: this machine as the only worker, passwords generated here."""
     formats = ", ".join(f'"{f}"' for f in PACKAGE_FORMATS)
     return f"""# Settings of the local PGO release master, written by ./release.
@@ -65,6 +70,7 @@ def settings_text(web_port, worker_port):
 title = "MariaDB PGO"
 web_port = {web_port}
 worker_port = {worker_port}
+downloads_port = {downloads_port}
 downloads = "downloads"
 archive = "archive"
 
@@ -90,14 +96,14 @@ keep = 7
 """
 
 
-def setup(runtime, web_port=8010, worker_port=9989):
+def setup(runtime, web_port=8010, worker_port=9989, downloads_port=8011):
     """Create the settings, master and worker of runtime unless they exist; return the settings."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(settings_text(web_port, worker_port))
+            f.write(settings_text(web_port, worker_port, downloads_port))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
     settings = runtime.settings()
     local = [w for w in settings.workers if w.kind == "local"]
@@ -149,10 +155,27 @@ def start(runtime):
             raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
     if not running_pid(runtime.worker):
         say(f"starting the worker in {runtime.worker}")
+        describe_worker(runtime.worker)
         run_tool("buildbot-worker", "start", str(runtime.worker))
     api = Api(settings.url)
     wait_for_worker(api, [w.name for w in settings.workers if w.kind == "local"][0])
     return settings, api
+
+
+def describe_worker(basedir):
+    """What the web UI shows of the local worker: this machine's system and compiler, not Buildbot's placeholders."""
+    try:
+        system = platform.freedesktop_os_release()["PRETTY_NAME"]
+    except (OSError, KeyError):
+        system = platform.platform()
+    try:
+        compiler = detect().banner
+    except PipelineError as e:
+        compiler = f"none usable ({e})"
+    info = basedir / "info"
+    info.mkdir(exist_ok=True)
+    (info / "host").write_text(f"image: {system} (this machine); compiler: {compiler}")
+    (info / "admin").write_text(f"the release engineer running ./release as {getpass.getuser()}")
 
 
 def stop(runtime):
@@ -206,7 +229,7 @@ class Api:
             raise ApiError(401, f"login as {user} failed")
 
     def get(self, path, **query):
-        url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query, doseq=True)}" if query else "")
         return json.loads(self.open(urllib.request.Request(url)))
 
     def control(self, path, method, **params):
@@ -226,9 +249,12 @@ class Api:
 def error_message(body):
     try:
         data = json.loads(body)
-        return data["error"]["message"] if isinstance(data.get("error"), dict) else str(data["error"])
+        message = data["error"]["message"] if isinstance(data.get("error"), dict) else data["error"]
     except (ValueError, KeyError, TypeError):
         return body.decode(errors="replace").strip()
+    # A refused form names the field of each reason: {"version": "..."}.
+    return "; ".join(f"{field}: {reason}" for field, reason in message.items()) if isinstance(message, dict) \
+        else str(message)
 
 
 def login_as_admin(settings, api):
@@ -249,14 +275,18 @@ def newest_build_id(api):
     return builds[0]["buildid"] if builds else 0
 
 
-def follow(api, bsid, after_buildid, out=print):
-    """Print the steps of the builds started after after_buildid until the buildset completes."""
+def follow(api, bsid, after_buildid, out=print, give_up_after=None):
+    """Print the steps of the builds started after after_buildid until the buildset completes.
+
+    A request that waits for a worker which is not connected is named at once,
+    and cancelled after give_up_after seconds of that.
+    """
     builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
-    shown, last_print = {}, {}
+    shown, last_print, waiting_since = {}, {}, {}
     while True:
         buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
         for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
-            label = f"{builders.get(build['builderid'], '?')} #{build['number']}"
+            label = build_label(builders, build)
             for step in api.get(f"builds/{build['buildid']}/steps")["steps"]:
                 if step["hidden"] or step["started_at"] is None or step["state_string"] == "pending":
                     continue
@@ -268,14 +298,70 @@ def follow(api, bsid, after_buildid, out=print):
                     shown[key], last_print[key] = step["state_string"], now
         if buildset["complete"]:
             return buildset["results"]
+        watch_workers(api, bsid, builders, waiting_since, give_up_after, out)
         time.sleep(POLL_SECONDS)
+
+
+def watch_workers(api, bsid, builders, waiting_since, give_up_after, out):
+    """Name the requests of bsid that wait for a worker which is not connected; cancel them after give_up_after s."""
+    for request in api.get("buildrequests", buildsetid=bsid)["buildrequests"]:
+        brid, builder = request["buildrequestid"], builders.get(request["builderid"], "?")
+        workers = api.get(f"builders/{request['builderid']}/workers")["workers"]
+        if request["claimed"] or request["complete"] or any(w["connected_to"] for w in workers):
+            if waiting_since.pop(brid, None) is not None:
+                out(f"{builder}: a worker connected")
+            continue
+        if brid not in waiting_since:
+            waiting_since[brid] = time.monotonic()
+            names = ", ".join(w["name"] for w in workers) or "none configured"
+            limit = f"; giving up after {give_up_after:g} s" if give_up_after is not None else ""
+            out(f"{builder}: waiting for a worker: not connected to the master ({names}){limit}")
+        elif give_up_after is not None and time.monotonic() - waiting_since[brid] >= give_up_after:
+            reason = f"no worker connected within {give_up_after:g} s"
+            api.control(f"buildrequests/{brid}", "cancel", reason=reason)
+            out(f"{builder}: gave up waiting for a worker: {reason}; request cancelled")
+            del waiting_since[brid]
+
+
+def build_label(builders, build):
+    return f"{builders.get(build['builderid'], '?')} #{build['number']}"
+
+
+def failure_reasons(api, after_buildid):
+    """(build label, step name, reason) of each failed build started after after_buildid."""
+    builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
+    reasons = []
+    for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
+        if build["results"] not in FAILED:
+            continue
+        steps = api.get(f"builds/{build['buildid']}/steps")["steps"]
+        step = next((s for s in steps if s["results"] in FAILED and not s["hidden"]), None)
+        if step:
+            reasons.append((build_label(builders, build), step["name"], step_reason(api, step)))
+    return reasons
+
+
+def step_reason(api, step):
+    """The last error line of the step's logs: pgo's own error line, else the last line on stderr."""
+    said, errors = [], []
+    for log in api.get(f"steps/{step['stepid']}/logs")["logs"]:
+        chunks = api.get(f"logs/{log['logid']}/contents")["logchunks"]
+        for line in "".join(chunk["content"] for chunk in chunks).splitlines():
+            # A stdio log marks each line with its stream: o(ut), e(rr), h(eader).
+            stream, text = (line[:1], line[1:]) if log["type"] == "s" else ("o", line)
+            if stream != "h" and text.strip():
+                said.append(text)
+                if stream == "e":
+                    errors.append(text)
+    return lines.error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
 
 
 def release_builds(api, bsid):
     requests = api.get("buildrequests", buildsetid=bsid)["buildrequests"]
     builds = []
     for request in requests:
-        builds += api.get("builds", buildrequestid=request["buildrequestid"], property="published")["builds"]
+        builds += api.get("builds", buildrequestid=request["buildrequestid"],
+                          property=["published", "published_url"])["builds"]
     return builds
 
 
@@ -308,19 +394,28 @@ def cmd_run(args):
                          args.profile)
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
     try:
-        results = follow(api, bsid, before, out=say)
+        results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60)
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
+    summaries = []
     for build in release_builds(api, bsid):
         published = build["properties"].get("published", [None])[0]
+        summaries.append(build["state_string"])
         say(f"{RESULTS.get(build['results'], build['results'])}: {build['state_string']}")
         if published:
             say(f"packages: {published}")
+            if "published_url" in build["properties"]:
+                say(f"download: {build['properties']['published_url'][0]}")
             for path in sorted(Path(published).rglob("*")):
                 if path.is_file():
                     say(f"  {path.relative_to(published)}")
         say(f"build: {settings.url}#/builders/{build['builderid']}/builds/{build['number']}")
+    # A pgo step's summary already ends with its error line; the other steps' reasons,
+    # and those of the package builds, are said here.
+    for label, step, reason in failure_reasons(api, before):
+        if not any(reason in summary for summary in summaries):
+            say(f"{label} failed in {step}: {reason}")
     say(f"profile archive: {settings.archive}")
     say(f"web UI: {settings.url}")
     return 0 if results == 0 else 1

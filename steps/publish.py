@@ -14,6 +14,7 @@ from pathlib import Path
 from pgo.checksums import SUMS, write_sha256sums
 
 STAGING = ".incoming"
+PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
 
 
 class PublishError(Exception):
@@ -22,6 +23,11 @@ class PublishError(Exception):
 
 def staging_dir(downloads, build_name):
     return Path(downloads) / STAGING / build_name
+
+
+def release_dir(downloads, version, platform):
+    """Where a release of version built for platform is published."""
+    return Path(downloads) / version / platform
 
 
 def publish(staging, destination):
@@ -36,6 +42,12 @@ def publish(staging, destination):
     os.rename(staging, destination)
     return count
 
+
+def packages(folder):
+    """The packages of a published folder (in its format folders), as relative paths."""
+    folder = Path(folder)
+    return sorted(str(path.relative_to(folder)) for path in folder.glob("*/*")
+                  if path.is_file() and path.name.endswith(PACKAGE_SUFFIXES))
 
 
 def nightly_name(version, build_number, now=None):

@@ -1,12 +1,13 @@
 """Schedulers: the release form, the nightly build, and the package fan-out."""
 
 from buildbot.plugins import schedulers, util
-from buildbot.schedulers.forcesched import ValidationError
+from buildbot.schedulers.forcesched import CollectedValidationError, ValidationError
+from twisted.internet import defer, threads
 
 from pgo import PipelineError
 from pgo.config import config_names
 from pgo.source import validate_version
-from steps import factories
+from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
 
 
@@ -20,9 +21,40 @@ class VersionParameter(util.StringParameter):
             raise ValidationError(str(e)) from None
 
 
+class ReleaseForceScheduler(schedulers.ForceScheduler):
+    """The release form; refuses, before any build starts, a release preflight.refusal gives a reason for.
+
+    A release it starts is recorded as a change (revision: the version): the
+    web UI's grid and console views show builds by change, so each release is
+    a row there, with its builds on every platform.
+    """
+
+    def checkConfig(self, builderNames, settings=None, **kwargs):
+        super().checkConfig(builderNames, **kwargs)
+
+    def reconfigService(self, builderNames, settings=None, **kwargs):
+        self.settings = settings
+        return super().reconfigService(builderNames, **kwargs)
+
+    @defer.inlineCallbacks
+    def addBuildsetForSourceStampsWithDefaults(self, reason, sourcestamps=None, properties=None, builderNames=None,
+                                               **kwargs):
+        platforms = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
+        version, config, source = (properties.getProperty(name) for name in ("version", "config", "source"))
+        why = yield threads.deferToThread(preflight.refusal, self.settings, platforms, version, config, source)
+        if why:
+            raise CollectedValidationError({"version": why})
+        changeid = yield self.master.data.updates.addChange(
+            author=properties.getProperty("owner"), revision=version, category="release", codebase="",
+            comments=f"release {version} ({config}) from {source}: {properties.getProperty('reason')}")
+        result = yield self.addBuildsetForChanges(reason=reason, changeids=[changeid], builderNames=builderNames,
+                                                  properties=properties, **kwargs)
+        return result
+
+
 def release_form_properties():
     return [
-        VersionParameter(name="version", label="Version (e.g. 10.11.18)", required=True, size=12),
+        VersionParameter(name="version", label="Version (required), e.g. 10.11.18", required=True, size=12),
         util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
                                    default="minimal"),
         util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",
@@ -46,8 +78,8 @@ def no_source_stamp():
 
 
 def make_schedulers(settings):
-    result = [schedulers.ForceScheduler(
-        name="release", label="Start a PGO release", buttonName="Start release",
+    result = [ReleaseForceScheduler(
+        name="release", label="Start a PGO release", buttonName="Start release", settings=settings,
         builderNames=[factories.release_builder_name(p) for p in settings.platforms],
         reason=util.StringParameter(name="reason", label="Reason", default="release", size=40),
         codebases=no_source_stamp(), properties=release_form_properties())]

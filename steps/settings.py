@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgo.bench.policy import INCONCLUSIVE_CHOICES
+
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
@@ -58,7 +60,7 @@ class Nightly:
 
 
 BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "oltp_read_write",
-                 "--threads", "1,4,16,64", "--pairs", "3", "--time", "10", "--latency-time", "30", "--callgrind")
+                 "--threads", "1,4,16,64", "--time", "10", "--latency-time", "30", "--callgrind")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Settings:
     listen: str
     web_port: int
     worker_port: int
+    downloads_port: int               # the master serves the downloads folder here (steps/downloads.py)
+    downloads_url: str                # ... as users reach it
     db_url: str
     admins: dict[str, str]
     workers: tuple[WorkerSettings, ...]
@@ -76,11 +80,17 @@ class Settings:
     downloads: Path                   # master: <downloads>/<version>/<platform>/, nightly/
     archive: str                      # the profile archive, as the workers see it
     repo_on_worker: str               # this repository's checkout on the workers
-    min_speedup: float = 1.0
-    # The gate's measurement: the three workloads over a short sweep, ~25 minutes
-    # on 2 cores (`pgo bench --help`); min_speedup is added to it.
+    # The gate judges by the release policy (pgo/bench/policy.py); these two, when
+    # set, override its minimum speedup and what an inconclusive gate does.
+    min_speedup: float | None = None
+    inconclusive: str | None = None
+    # The gate's measurement: the three workloads over a short sweep; the policy
+    # adds pairs and bounds the time (`pgo bench --help`).
     bench_options: tuple[str, ...] = BENCH_OPTIONS
     max_lost_workers: int = 2         # a build request whose worker got lost this often fails
+    # ./release gives up on a request that waited this long for a worker which is not
+    # connected: long enough for a worker to be restarted, short of a silent afternoon.
+    worker_wait_minutes: float = 15.0
     source_file: Path | None = field(default=None, compare=False)
 
     def platform(self, name):
@@ -114,13 +124,14 @@ def from_dict(data, base, source_file):
         value = Path(data.get(name, default))
         return value if value.is_absolute() else base / value
 
-    known = {"title", "url", "listen", "web_port", "worker_port", "db_url", "admins", "workers",
-             "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
-             "bench_options", "max_lost_workers"}
+    known = {"title", "url", "listen", "web_port", "worker_port", "downloads_port", "downloads_url", "db_url",
+             "admins", "workers", "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
+             "inconclusive", "bench_options", "max_lost_workers", "worker_wait_minutes"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
     web_port = int(data.get("web_port", 8010))
+    downloads_port = int(data.get("downloads_port", web_port + 1))
     workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
     platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
@@ -131,6 +142,8 @@ def from_dict(data, base, source_file):
         listen=data.get("listen", "127.0.0.1"),
         web_port=web_port,
         worker_port=int(data.get("worker_port", 9989)),
+        downloads_port=downloads_port,
+        downloads_url=data.get("downloads_url", f"http://localhost:{downloads_port}/"),
         db_url=data.get("db_url", "sqlite:///state.sqlite"),
         admins=dict(data.get("admins", {"admin": secrets.token_urlsafe(24)})),
         workers=workers,
@@ -139,13 +152,23 @@ def from_dict(data, base, source_file):
         downloads=path_setting("downloads", "downloads"),
         archive=str(path_setting("archive", "archive")),
         repo_on_worker=data.get("repo_on_worker", str(REPO)),
-        min_speedup=float(data.get("min_speedup", 1.0)),
+        min_speedup=number_setting(data, "min_speedup", source_file),
+        inconclusive=data.get("inconclusive"),
         bench_options=tuple(str(o) for o in data.get("bench_options", BENCH_OPTIONS)),
         max_lost_workers=int(data.get("max_lost_workers", 2)),
+        worker_wait_minutes=number_setting(data, "worker_wait_minutes", source_file,
+                                           default=Settings.worker_wait_minutes),
         source_file=source_file,
     )
     check(settings)
     return settings
+
+
+def number_setting(data, name, source_file, default=None):
+    value = data.get(name, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise SettingsError(f"{source_file}: {name} must be a number, not {value!r}")
+    return None if value is None else float(value)
 
 
 def worker_settings(data, source_file):
@@ -196,5 +219,11 @@ def check(s):
                                 f"(known: {', '.join(PACKAGE_FORMATS)})")
     if s.nightly.enabled and s.nightly.platform not in [p.name for p in s.platforms]:
         raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
+    if s.inconclusive is not None and s.inconclusive not in INCONCLUSIVE_CHOICES:
+        raise SettingsError(f"{where}: inconclusive '{s.inconclusive}' is not one of {', '.join(INCONCLUSIVE_CHOICES)}")
+    if not s.downloads_url.endswith("/"):
+        raise SettingsError(f"{where}: downloads_url must end with '/'")
+    if s.worker_wait_minutes <= 0:
+        raise SettingsError(f"{where}: worker_wait_minutes must be above 0")
     if s.nightly.keep < 1:
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")

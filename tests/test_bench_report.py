@@ -30,7 +30,7 @@ def test_rerender_passes_the_gate_of_the_fixed_result(rendered):
     assert run.returncode == 0, run.stderr
     assert "[bench] verdict: PASS" in run.stdout
     result = json.loads((out / "result.json").read_text())
-    assert result["verdict"]["passed"]
+    assert (result["verdict"]["outcome"], result["verdict"]["publish"]) == ("pass", True)
     # The candidate collapses past the baseline's peak; that is reported, not gated.
     scal = result["analysis"]["scalability"]["oltp_read_only"]
     assert scal["A"]["falls_over"] and scal["B"]["falls_over"]
@@ -76,6 +76,10 @@ def test_rejudging_with_a_higher_minimum_fails_with_exit_1(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--threads", "2,4"], "--threads must include 1"),
     (["--pairs", "1"], "--pairs must be at least 2"),
+    (["--pairs", "6", "--max-pairs", "4"], "--max-pairs 4 is below --pairs 6"),
+    (["--max-minutes", "0"], "--max-minutes must be positive"),
+    (["--min-speedup", "0"], "--min-speedup 0 is not a speedup"),
+    (["--workloads", "oltp_write_only,oltp_read_write"], "needs a read-only workload to show the speedup"),
     (["--workloads", "oltp_nonsense"], "unknown workload oltp_nonsense"),
     (["--rate", "fast"], "--rate wants positive integers"),
     (["--rate-workload", "oltp_read_write", "--workloads", "oltp_point_select"],
@@ -85,6 +89,59 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
     run = bench("--baseline", "/usr", "--candidate", "/usr", "--out", tmp_path, *args)
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and message in run.stderr
+
+
+def test_rejudging_under_another_policy_takes_its_minimum_and_its_inconclusive(tmp_path):
+    run = bench("--from-result", RESULT, "--out", tmp_path, "--policy", "canary")
+    assert run.returncode == 0, run.stderr
+    command = (tmp_path / "report.md").read_text().split("## Reproduce")[1]
+    assert "--policy canary --min-speedup 0.9 --inconclusive block" in command
+    # A result measured before the gate was sequential had a fixed number of pairs.
+    assert "--pairs 4 --max-pairs 4 --warmup" in command and "--max-minutes" not in command
+
+
+def test_an_inconclusive_speedup_that_is_ahead_publishes_under_the_release_policy(tmp_path):
+    # 1.25 is well inside an interval around the stored result's 1.25 single-thread speedup.
+    run = bench("--from-result", RESULT, "--out", tmp_path, "--min-speedup", "1.25")
+    assert run.returncode == 0, run.stderr
+    assert "[bench] verdict: INCONCLUSIVE, publish: speedup not shown: oltp_point_select 1.252" in run.stdout
+    md = (tmp_path / "report.md").read_text()
+    assert "**Verdict: INCONCLUSIVE** (published): speedup not shown" in md
+    blocked = bench("--from-result", RESULT, "--out", tmp_path, "--min-speedup", "1.25", "--inconclusive", "block")
+    assert blocked.returncode == 1
+    assert "[bench] verdict: INCONCLUSIVE, do not publish: speedup not shown" in blocked.stdout
+
+
+def test_a_sequential_result_reports_how_its_pairs_stopped(tmp_path):
+    result = json.loads(RESULT.read_text())
+    result["settings"].update(policy="release", inconclusive="publish-if-ahead", max_pairs=20, max_minutes=22)
+    result["sequential"] = {"stopped": {"oltp_point_select": "decided", "oltp_read_only": "max pairs"},
+                            "minutes": 21.5}
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert ("single-thread pairs of the read-only workloads up to 20, none started after 22 minutes "
+            "(stopped: oltp_point_select decided, oltp_read_only max pairs; 21.5 minutes in all)") in md
+    assert "--pairs 4 --max-pairs 20 --max-minutes 22 --warmup" in md
+
+
+@pytest.mark.parametrize("stored", sorted((REPO / "docs").glob("**/result.json")),
+                         ids=lambda path: str(path.parent.relative_to(REPO)))
+def test_published_results_still_rerender(tmp_path, stored):
+    run = bench("--from-result", stored, "--out", tmp_path)
+    assert run.returncode in (0, 1), run.stderr
+    assert "**Verdict: " in (tmp_path / "report.md").read_text()
+
+
+def test_a_stored_policy_that_does_not_exist_is_a_usage_error(tmp_path):
+    result = json.loads(RESULT.read_text())
+    result["settings"]["policy"] = "lenient"
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    assert run.returncode == 2 and run.stderr.strip() == "bench: error: unknown gate policy 'lenient' (known: canary, release)"
 
 
 def test_missing_build_is_a_usage_error(tmp_path):

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from pgo.bench import analysis, gate, stats, usl
+from pgo.bench import analysis, gate, sequential, stats, usl
+from pgo.bench.policy import BLOCK, CANARY, POLICIES, PUBLISH_IF_AHEAD, RELEASE
 
 THREADS = [1, 2, 4, 8, 16, 32, 64, 128]
 
@@ -139,12 +140,22 @@ def crafted(candidate_factor, workloads=("oltp_read_only",), threads=THREADS, pa
     return analysis.analyse(result)
 
 
-def test_faster_candidate_passes_and_a_high_minimum_fails_it():
+def judge(a, min_speedup, inconclusive=BLOCK, stopped=None):
+    return gate.evaluate(a, min_speedup, inconclusive, stopped)
+
+
+def failed(verdict):
+    return [c["text"] for c in verdict["checks"] if c["status"] == gate.FAIL]
+
+
+def test_faster_candidate_passes_and_a_high_minimum_refutes_it():
     a = crafted(lambda n: 1.25)
-    assert gate.evaluate(a, min_speedup=1.05)["passed"]
-    verdict = gate.evaluate(a, min_speedup=1.3)
-    assert not verdict["passed"]
-    assert "lower bound < minimum 1.3" in verdict["checks"][0]["text"]
+    verdict = judge(a, 1.05)
+    assert (verdict["outcome"], verdict["publish"]) == ("pass", True)
+    assert verdict["summary"].startswith("speedup shown: oltp_read_only 1.2")
+    verdict = judge(a, 1.3, PUBLISH_IF_AHEAD)
+    assert (verdict["outcome"], verdict["publish"]) == ("fail", False)
+    assert "upper bound < minimum 1.3" in failed(verdict)[0]
 
 
 def test_slower_only_beyond_the_peak_is_not_a_regression():
@@ -154,29 +165,178 @@ def test_slower_only_beyond_the_peak_is_not_a_regression():
     beyond = [c for c in a["throughput"] if c["threads"] >= 32]
     assert all(c["verdict"] == "slower" and not c["gated"] for c in beyond)
     assert all(c["gated"] for c in a["throughput"] if c["threads"] <= 16)
-    verdict = gate.evaluate(a, min_speedup=1.05)
-    assert verdict["passed"], verdict
-    assert any("not counted" in c["text"] for c in verdict["checks"])
+    verdict = judge(a, 1.05)
+    assert verdict["outcome"] == "pass", verdict
+    reported = [c["text"] for c in verdict["checks"] if c["status"] == gate.NOT_GATED]
+    assert len(reported) == len(beyond) and all("not counted" in text for text in reported)
 
 
-def test_slower_below_the_peak_is_a_regression():
-    verdict = gate.evaluate(crafted(lambda n: 0.9 if n == 4 else 1.2), min_speedup=1.05)
-    assert not verdict["passed"]
-    failed = [c["text"] for c in verdict["checks"] if not c["ok"]]
-    assert failed == [failed[0]] and "N=4: candidate significantly slower" in failed[0]
+def test_slower_below_the_peak_is_a_regression_even_with_the_speedup_shown():
+    verdict = judge(crafted(lambda n: 0.9 if n == 4 else 1.2), 1.05, PUBLISH_IF_AHEAD)
+    assert (verdict["outcome"], verdict["publish"]) == ("fail", False)
+    assert len(failed(verdict)) == 1 and "N=4: candidate significantly slower" in failed(verdict)[0]
+    assert verdict["summary"] == failed(verdict)[0]
 
 
-def test_equal_builds_pass_a_low_minimum_only():
-    a = crafted(lambda n: 1.0)
-    assert all(c["verdict"] == "no significant difference" for c in a["throughput"])
-    assert gate.evaluate(a, min_speedup=0.9)["passed"]
-    assert not gate.evaluate(a, min_speedup=1.05)["passed"]
+def test_read_write_is_gated_only_against_regression():
+    workloads = ("oltp_read_only", "oltp_read_write")
+    # Equal on read_write, faster on read_only: read_write's open interval decides nothing.
+    rng = random.Random(9)
+    a = crafted(lambda n: 1.25, workloads=workloads)
+    for c in a["throughput"]:
+        if c["workload"] == "oltp_read_write":
+            c.update(ratio=rng.uniform(0.98, 1.02), low=0.95, high=1.05, verdict="no significant difference")
+    verdict = judge(a, 1.0)
+    assert verdict["outcome"] == "pass"
+    assert not any(c["text"].startswith("oltp_read_write") for c in verdict["checks"])
+    # Significantly slower on read_write at N=4 (below N*): a regression.
+    slow = next(c for c in a["throughput"] if c["workload"] == "oltp_read_write" and c["threads"] == 4)
+    slow.update(ratio=0.9, low=0.85, high=0.95, verdict="slower")
+    assert failed(judge(a, 1.0)) == ["oltp_read_write N=4: candidate significantly slower, "
+                                     "0.900 (95% CI 0.850-0.950, 4 pairs), at or below the baseline's peak concurrency"]
 
 
-def test_every_workload_needs_a_single_thread_measurement():
+def equal_builds(seed):
+    """Equal builds: the candidate's single-thread interval spans 1."""
+    return crafted(lambda n: 1.0, seed=seed)
+
+
+def test_equal_builds_are_inconclusive_at_a_minimum_of_one():
+    a = equal_builds(seed=5)
+    single = next(c for c in a["throughput"] if c["threads"] == 1)
+    assert single["low"] < 1 < single["high"]
+    verdict = judge(a, 1.0, stopped={"oltp_read_only": sequential.MAX_PAIRS})
+    assert verdict["outcome"] == "inconclusive" and not verdict["publish"]
+    assert "interval spans the minimum 1: not shown (stopped: max pairs)" in verdict["checks"][0]["text"]
+    assert verdict["summary"].startswith("speedup not shown: oltp_read_only")
+    # Well below the interval the same data shows the speedup; well above, refutes it.
+    assert judge(a, 0.9)["outcome"] == "pass"
+    assert judge(a, 1.05)["outcome"] == "fail"
+
+
+def test_an_inconclusive_gate_publishes_only_when_ahead_and_the_policy_allows():
+    ahead = behind = None
+    for seed in range(40):
+        single = next(c for c in equal_builds(seed)["throughput"] if c["threads"] == 1)
+        if single["low"] < 1 < single["high"]:
+            if single["ratio"] > 1 and ahead is None:
+                ahead = seed
+            if single["ratio"] < 1 and behind is None:
+                behind = seed
+    assert ahead is not None and behind is not None
+    assert judge(equal_builds(ahead), 1.0, PUBLISH_IF_AHEAD)["publish"]
+    assert not judge(equal_builds(ahead), 1.0, BLOCK)["publish"]
+    assert not judge(equal_builds(behind), 1.0, PUBLISH_IF_AHEAD)["publish"]
+    assert all(judge(equal_builds(s), 1.0, PUBLISH_IF_AHEAD)["outcome"] == "inconclusive"
+               for s in (ahead, behind))
+
+
+def test_every_read_only_workload_needs_a_single_thread_measurement():
     a = crafted(lambda n: 1.25, workloads=("oltp_point_select", "oltp_read_only"))
     a["throughput"] = [c for c in a["throughput"]
                        if not (c["workload"] == "oltp_point_select" and c["threads"] == 1)]
-    verdict = gate.evaluate(a, min_speedup=1.05)
-    assert not verdict["passed"]
-    assert "oltp_point_select: no single-thread measurement" in [c["text"] for c in verdict["checks"]]
+    verdict = judge(a, 1.05)
+    assert verdict["outcome"] == "fail"
+    assert "oltp_point_select: no single-thread measurement" in failed(verdict)
+
+
+def test_without_a_read_only_workload_nothing_shows_the_speedup():
+    verdict = judge(crafted(lambda n: 1.25, workloads=("oltp_write_only",)), 1.0)
+    assert verdict["outcome"] == "fail" and "no read-only workload measured" in failed(verdict)[0]
+
+
+# --- the sequential gate: pairs until the interval clears the minimum, within a budget ----------
+
+class Pairs:
+    """Pairs measured from fixed lists of candidate/baseline ratios, one list per workload,
+    on a clock that a pair advances by pair_seconds."""
+
+    def __init__(self, ratios, pair_seconds=25.0):
+        self.ratios = ratios
+        self.pair_seconds = pair_seconds
+        self.now = 0.0
+        self.measured = []
+
+    def clock(self):
+        return self.now
+
+    def first(self, count):
+        return {w: ([1000.0] * count, [1000.0 * r for r in ratios[:count]]) for w, ratios in self.ratios.items()}
+
+    def measure(self, workload, number):
+        self.measured.append((workload, number))
+        self.now += self.pair_seconds
+        return 1000.0, 1000.0 * self.ratios[workload][number - 1]
+
+    def extend(self, pairs, min_speedup=1.0, max_pairs=20, deadline=3600.0):
+        return sequential.extend(pairs, self.measure, min_speedup, max_pairs, deadline, clock=self.clock)
+
+
+# A PGO gain of about 4% on a machine whose pairs vary by about 5%: three pairs cannot show it.
+SMALL_GAIN = [1.10, 0.98, 1.01, 1.09, 1.04, 0.99, 1.08, 1.03, 1.06, 1.02, 1.05, 1.00] + [1.04] * 8
+# Equal builds: the interval keeps spanning 1.
+NO_GAIN = [1.05, 0.95, 1.02, 0.98, 1.04, 0.96, 1.01, 0.99] * 5
+CLEAR_GAIN = [1.21, 1.18, 1.24] + [1.2] * 20
+CLEAR_LOSS = [0.81, 0.78, 0.83] + [0.8] * 20
+
+
+def test_a_clear_result_needs_no_more_pairs():
+    runs = Pairs({"oltp_point_select": CLEAR_GAIN, "oltp_read_only": CLEAR_LOSS})
+    pairs = runs.first(3)
+    assert runs.extend(pairs) == {"oltp_point_select": sequential.DECIDED, "oltp_read_only": sequential.DECIDED}
+    assert runs.measured == []
+
+
+def test_pairs_are_added_until_a_small_gain_is_shown():
+    runs = Pairs({"oltp_read_only": SMALL_GAIN})
+    pairs = runs.first(3)
+    assert stats.paired_ratio(*pairs["oltp_read_only"])["low"] < 1     # three pairs: undecided
+    assert runs.extend(pairs) == {"oltp_read_only": sequential.DECIDED}
+    n = len(pairs["oltp_read_only"][0])
+    assert 3 < n < 20 and runs.measured == [("oltp_read_only", k) for k in range(4, n + 1)]
+    shown = stats.paired_ratio(*pairs["oltp_read_only"])
+    assert shown["low"] >= 1.0
+    # It stopped at the first pair that showed it.
+    assert stats.paired_ratio(*(side[:-1] for side in pairs["oltp_read_only"]))["low"] < 1.0
+
+
+def test_equal_builds_stop_at_the_maximum_pairs_and_are_inconclusive():
+    runs = Pairs({"oltp_read_only": NO_GAIN, "oltp_point_select": CLEAR_GAIN})
+    pairs = runs.first(3)
+    stopped = runs.extend(pairs, max_pairs=12)
+    assert stopped == {"oltp_read_only": sequential.MAX_PAIRS, "oltp_point_select": sequential.DECIDED}
+    assert len(pairs["oltp_read_only"][0]) == 12 and len(pairs["oltp_point_select"][0]) == 3
+    c = stats.paired_ratio(*pairs["oltp_read_only"])
+    assert c["low"] < 1 < c["high"] and gate.speedup_state(c, 1.0) == gate.OPEN
+
+
+def test_the_time_budget_stops_the_pairs():
+    runs = Pairs({"oltp_point_select": NO_GAIN, "oltp_read_only": NO_GAIN}, pair_seconds=25)
+    pairs = runs.first(3)
+    # 110 s: four pairs fit (the first pair starts with no duration known, the fifth would end
+    # at 125 s); both workloads are left open.
+    stopped = runs.extend(pairs, deadline=110.0)
+    assert stopped == {"oltp_point_select": sequential.MAX_MINUTES, "oltp_read_only": sequential.MAX_MINUTES}
+    assert runs.measured == [("oltp_point_select", 4), ("oltp_read_only", 4),
+                             ("oltp_point_select", 5), ("oltp_read_only", 5)]
+    assert runs.now <= 110.0
+
+
+def test_the_pair_that_decides_counts_even_when_the_time_is_up():
+    runs = Pairs({"oltp_point_select": [1.10, 1.02, 1.06, 1.06], "oltp_read_only": NO_GAIN}, pair_seconds=25)
+    pairs = runs.first(3)
+    # One pair fits in 30 s: point_select's fourth, which shows its gain.
+    assert runs.extend(pairs, deadline=30.0) == {"oltp_point_select": sequential.DECIDED,
+                                                 "oltp_read_only": sequential.MAX_MINUTES}
+    assert runs.measured == [("oltp_point_select", 4)]
+
+
+# --- the policies ------------------------------------------------------------------------------
+
+def test_policies_are_consistent():
+    assert POLICIES == {"release": RELEASE, "canary": CANARY}
+    for policy in POLICIES.values():
+        assert 2 <= policy.min_pairs <= policy.max_pairs and policy.max_minutes > 0
+        assert policy.inconclusive in (BLOCK, PUBLISH_IF_AHEAD)
+    assert RELEASE.min_speedup == 1.0 and RELEASE.inconclusive == PUBLISH_IF_AHEAD
+    assert CANARY.min_speedup < 1 and CANARY.inconclusive == BLOCK

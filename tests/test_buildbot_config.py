@@ -1,6 +1,10 @@
 """master.cfg loads into the builders, schedulers, workers and web access the settings ask for."""
 
 import json
+import os
+import re
+import subprocess
+from importlib import metadata
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -11,7 +15,9 @@ from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
 
 from pgo.phases import PIPELINES
+from pgo.source import ensure_deb_src
 from steps.config import buildmaster_config
+from steps.preflight import refusal
 from steps.schedulers import VersionParameter
 from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from steps.workers import current_image, domain_xml
@@ -94,6 +100,15 @@ def test_only_admins_control_builds(two_platforms):
     assert www["authz"].roleMatchers[0].usernames == ["releaser"]
 
 
+def test_web_ui_views_are_buildbots_own_pinned_with_the_master(two_platforms):
+    pins = dict(line.split("==") for line in (REPO / "requirements" / "master.txt").read_text().splitlines()
+                if "==" in line)
+    assert sorted(two_platforms.www["plugins"]) == ["console_view", "grid_view", "waterfall_view"]
+    for view in two_platforms.www["plugins"]:
+        package = "buildbot-" + view.replace("_", "-")
+        assert pins[package] == pins["buildbot"] == metadata.version(package), package
+
+
 def test_defaults_pass_checkconfig_without_a_settings_file(tmp_path):
     settings = from_dict({}, tmp_path, None)
     config = MasterConfig.loadFromDict(buildmaster_config(settings), "master.cfg")
@@ -118,12 +133,34 @@ def test_version_is_validated_with_a_clear_message():
     ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
     ("[nightly]\nkeep = 0", "keep must be at least 1"),
     ("admins = {}", "no [admins]"),
+    ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
+    ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),
+    ("worker_wait_minutes = 0", "worker_wait_minutes must be above 0"),
+    ("downloads_url = 'http://example.org/dl'", "downloads_url must end with '/'"),
+    ("worker_wait_minutes = 'long'", "worker_wait_minutes must be a number, not 'long'"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):
     settings_file = tmp_path / "settings.toml"
     settings_file.write_text(text)
     with pytest.raises(SettingsError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_settings(settings_file)
+
+
+@pytest.mark.parametrize("text, gate", [
+    ("", ["--policy", "release"]),
+    ("min_speedup = 1.02\ninconclusive = 'block'",
+     ["--policy", "release", "--min-speedup", "1.02", "--inconclusive", "block"]),
+])
+def test_the_benchmark_gates_by_the_release_policy_and_the_settings_overrides(tmp_path, text, gate):
+    from steps.factories import release_factory
+
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(text)
+    settings = load_settings(settings_file)
+    factory = release_factory(settings, settings.platforms[0])
+    command = next(s.kwargs["command"] for s in factory.steps if s.kwargs.get("name") == "benchmark")
+    assert command[-len(gate):] == gate
+    assert "--pairs" not in [a for a in command if isinstance(a, str)]      # the policy's minimum
 
 
 def test_a_named_settings_file_must_exist(tmp_path, monkeypatch):
@@ -149,3 +186,22 @@ def test_vm_worker_boots_the_current_image(tmp_path):
 def test_missing_image_pointer_is_a_clear_error(tmp_path):
     with pytest.raises(SettingsError, match="cannot read the current VM image from .*current.json"):
         current_image(tmp_path)
+
+
+def debian_mariadb_versions():
+    shown = subprocess.run(["apt-cache", "showsrc", "mariadb"], capture_output=True, text=True).stdout
+    return re.findall(r"^Version: \d+:(\S+)-\S+$", shown, re.M)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")
+def test_a_version_debian_lacks_is_refused_before_the_build(tmp_path):
+    if not debian_mariadb_versions():
+        ensure_deb_src()                  # what the source phase does on a fresh machine
+    known = debian_mariadb_versions()[0]
+    settings = from_dict({}, tmp_path, None)
+    assert refusal(settings, settings.platforms, known, "minimal", "debian") is None
+    assert refusal(settings, settings.platforms, "10.11.99", "minimal", "debian").startswith(
+        "unknown version 10.11.99: Debian's archive has mariadb 1:")
+    (tmp_path / "downloads" / known / "local").mkdir(parents=True)
+    assert refusal(settings, settings.platforms, known, "minimal", "debian") == (
+        f"{known} is already published for local ({tmp_path}/downloads/{known}/local); a release is never replaced")

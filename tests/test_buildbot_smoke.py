@@ -4,16 +4,22 @@ Started the way `./release up` starts them (steps/local.py), in a temporary
 runtime folder with free ports and SQLite; driven through the REST API.
 """
 
+import getpass
+import platform
 import shutil
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from steps import local
 from pgo.checksums import verify_sha256sums
+from pgo.toolchain import detect
 from steps.publish import STAGING
 from steps.settings import SETTINGS_ENV
 
@@ -33,9 +39,11 @@ def master(tmp_path_factory):
         mp.delenv(SETTINGS_ENV, raising=False)
         runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
         # The nightly builds the fixture too, and keeps only the newest.
-        runtime.settings_file.write_text(local.settings_text(free_port(), free_port()).replace(
+        runtime.settings_file.write_text(local.settings_text(free_port(), free_port(), free_port()).replace(
             'version = "10.11.18"\nconfig = "minimal"\nsource = "debian"\nkeep = 7',
-            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'))
+            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'
+        # A release waiting for a worker that is not connected gives up after 3 s.
+        ).replace("[admins]", "worker_wait_minutes = 0.05\n\n[admins]"))
         local.setup(runtime)
         try:
             settings, _ = local.start(runtime)
@@ -56,6 +64,34 @@ def release(api, version, source="tests/fixture", profile="train"):
     lines = []
     results = local.follow(api, bsid, before, out=lines.append)
     return results, local.release_builds(api, bsid), lines
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read()
+
+
+def test_web_ui_serves_the_grid_console_and_waterfall_views(master):
+    _, settings = master
+    for view in ("grid_view", "console_view", "waterfall_view"):
+        assert b"buildbot" in fetch(f"{settings.url}plugins/{view}/scripts.js").lower(), view
+
+
+def test_unpublished_uploads_are_not_served(master):
+    _, settings = master
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        fetch(f"{settings.downloads_url}{STAGING}/")
+    assert missing.value.code == 404
+    assert STAGING not in fetch(settings.downloads_url).decode()
+
+
+def test_local_worker_shows_its_system_and_compiler(master):
+    _, settings = master
+    (worker,) = local.Api(settings.url).get("workers", name="local-worker")["workers"]
+    host = worker["workerinfo"]["host"]
+    assert host.startswith(f"image: {platform.freedesktop_os_release()['PRETTY_NAME']} (this machine); ")
+    assert host.endswith(f"compiler: {detect().banner}")
+    assert worker["workerinfo"]["admin"] == f"the release engineer running ./release as {getpass.getuser()}"
 
 
 def test_anonymous_force_is_refused(master):
@@ -96,6 +132,22 @@ def test_release_publishes_packages_with_checksums(master):
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)
+    # The publish step links the folder and each package; the master serves them.
+    api = local.Api(settings.url)
+    publish_step = next(s for s in api.get(f"builds/{build['buildid']}/steps")["steps"] if s["name"] == "publish")
+    links = {link["name"]: link["url"] for link in publish_step["urls"]}
+    folder_url = f"{settings.downloads_url}1.0.0/local/"
+    assert links.pop("download folder") == folder_url == build["properties"]["published_url"][0]
+    assert build["state_string"].endswith(f"published to {folder_url}")
+    packages = {f for f in files if f.split("/")[0] in FORMATS and not f.endswith((".json", ".txt"))}
+    assert "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm" in packages
+    assert links == {name: folder_url + name for name in packages}
+    for name, url in links.items():
+        assert fetch(url) == (published / name).read_bytes(), url
+    assert "sha256sums.txt" in fetch(folder_url).decode()
+    # The release is a change: the UI's grid and console views show builds by change.
+    (change,) = api.get(f"builds/{build['buildid']}/changes")["changes"]
+    assert (change["revision"], change["author"], change["category"]) == ("1.0.0", "admin", "release")
 
 
 def test_release_can_reuse_an_archived_profile(master, tmp_path):
@@ -135,13 +187,44 @@ def test_anonymous_stop_and_rebuild_are_refused(master):
         assert refused.value.status == 403, method
 
 
-def test_failed_release_publishes_nothing(master):
-    _, settings = master
-    results, (build,), lines = release(admin_api(settings), "1.0.1", source="tests/no-such-source")
-    assert results != 0
-    assert "source" in build["state_string"]
+def release_command(runtime, capsys, version, source="tests/fixture"):
+    """./release of the fixture against the running master: exit status, printed lines, error lines."""
+    status = local.main(["--runtime", str(runtime.root), "--version", version, "--config", "fixture",
+                         "--source", source, "--formats", ",".join(FORMATS)])
+    printed = capsys.readouterr()
+    return status, printed.out.splitlines(), printed.err.splitlines()
+
+
+def test_failed_release_publishes_nothing_and_says_why(master, capsys):
+    runtime, settings = master
+    before = local.newest_build_id(admin_api(settings))
+    status, printed, _ = release_command(runtime, capsys, "1.0.1", source="tests/no-such-source")
+    assert status == 1
+    reason = "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"
+    # The step's summary (in the web UI too) and so the build's end with the reason, said once.
+    assert f"failure: failed source (failure): {reason}" in printed
+    assert sum(reason in line for line in printed if not line.startswith("release-local #")) == 1, printed
+    (label, step, why), = local.failure_reasons(admin_api(settings), before)
+    assert (label.split(" #")[0], step, why) == ("release-local", "source", reason)
     assert not (settings.downloads / "1.0.1").exists()
-    assert list((settings.downloads / STAGING).iterdir()) == []
+    assert list((settings.downloads / STAGING).glob("*")) == []
+
+
+@pytest.mark.parametrize("version, source, reason", [
+    ("1.0.0", "tests/fixture", "1.0.0 is already published for local ({downloads}/1.0.0/local); "
+                               "a release is never replaced"),
+    ("2.0.0", "tests/fixture", "source tests/fixture is version 1.0.0, not the requested 2.0.0"),
+    ("1.0.3", "debian", "product 'fixture' has no Debian source package; give a source"),
+])
+def test_release_is_refused_before_any_build(master, capsys, version, source, reason):
+    """Runs after the fixture's 1.0.0 is published."""
+    runtime, settings = master
+    assert (settings.downloads / "1.0.0" / "local").is_dir()
+    before = local.newest_build_id(admin_api(settings))
+    status, printed, errors = release_command(runtime, capsys, version, source)
+    assert status == 1
+    assert errors == [f"release: error: version: {reason.format(downloads=settings.downloads)}"]
+    assert local.newest_build_id(admin_api(settings)) == before
 
 
 def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
@@ -154,3 +237,26 @@ def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
     (nightly,) = (settings.downloads / "nightly").iterdir()
     assert verify_sha256sums(nightly) == []
     assert (nightly / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()
+
+
+def test_release_gives_up_on_a_worker_that_is_not_connected(master):
+    """The last test: it stops the worker, and starts it again for nobody."""
+    runtime, settings = master
+    local.run_tool("buildbot-worker", "stop", str(runtime.worker))
+    try:
+        api = admin_api(settings)
+        # A source the master cannot check before the build: the request reaches the builder.
+        bsid = local.force_release(api, "1.0.4", "fixture", "tests/no-such-source", FORMATS)
+        lines = []
+        started = time.monotonic()
+        results = local.follow(api, bsid, local.newest_build_id(api), out=lines.append,
+                               give_up_after=settings.worker_wait_minutes * 60)
+        assert results == 6, lines                                       # cancelled
+        assert lines == ["release-local: waiting for a worker: not connected to the master (local-worker); "
+                         "giving up after 3 s",
+                         "release-local: gave up waiting for a worker: no worker connected within 3 s; "
+                         "request cancelled"]
+        assert time.monotonic() - started < 30
+        assert not (settings.downloads / "1.0.4").exists()
+    finally:
+        local.start(runtime)

@@ -12,6 +12,7 @@ from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import ExpectShell, TestBuildStepMixin
 from twisted.trial import unittest
 
+from pgo import lines
 from pgo.checksums import verify_sha256sums
 from steps import factories
 from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
@@ -48,12 +49,30 @@ class PgoCommandTest(StepTest):
             ["instrumented: compile 345/504", "instrumented: compile 504/504"]))
         return done
 
-    def test_failed_phase_fails_the_step_with_its_progress(self):
+    def test_failed_phase_fails_the_step_with_its_error_line(self):
         self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
                                    env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
         self.expect_commands(self.shell().stdout("[instrumented] compile 12/504\n")
-                             .stderr("pgo: error: phase 'instrumented' failed\n").exit(1))
+                             .stderr("ninja: build stopped: subcommand failed.\n"
+                                     "pgo: error: phase 'instrumented' failed: ninja exited with status 1\n").exit(1))
+        self.expect_outcome(result=FAILURE, state_string="instrumented (failure): phase 'instrumented' failed: "
+                                                         "ninja exited with status 1")
+        return self.run_step()
+
+    def test_failed_command_without_an_error_line_keeps_its_progress(self):
+        self.setup_step(PgoCommand(name="instrumented", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout("[instrumented] compile 12/504\n").stderr("Killed\n").exit(137))
         self.expect_outcome(result=FAILURE, state_string="instrumented (failure): compile 12/504")
+        return self.run_step()
+
+    def test_training_passes_are_the_train_steps_progress(self):
+        self.setup_step(PgoCommand(name="train", command=COMMAND, workdir="repo",
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        self.expect_commands(self.shell().stdout(
+            "[train] compile 14/14\n[train] pass 1 of 24: engine=innodb binlog=off api=text\n"
+            "[train] pass 24 of 24: engine=memory binlog=row api=nonblocking\n[train] total 123456\n").exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="train: pass 24 of 24")
         return self.run_step()
 
     def phase_step(self, name):
@@ -83,16 +102,27 @@ class PgoCommandTest(StepTest):
                             state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
         return self.run_step()
 
-    def test_benchmark_speedup_shows_in_the_summary(self):
-        pattern, form = factories.BENCH_RESULT
-        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo", result_pattern=pattern,
-                                   result_format=form, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+    def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):
+        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo",
+                                   read_result=lines.RESULT_PARSERS["benchmark"],
+                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+        step, summaries, update = self.step, [], self.step.updateSummary
+        step.updateSummary = lambda: (summaries.append(step.getCurrentSummary()["step"]), update())
         self.expect_commands(self.shell().stdout(
-            "[bench] step 9 of 9: gate\n[bench] ok: oltp_read_only: single-thread speedup 1.084 "
-            "(95% CI 1.052-1.117), lower bound >= minimum 1\n").exit(0))
-        self.expect_outcome(result=SUCCESS, state_string="benchmark: oltp_read_only single-thread speedup "
-                                                         "1.084 (95% CI 1.052-1.117);")
-        return self.run_step()
+            "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22\n"
+            "[bench] oltp_read_only N=1 after 7 pairs: 1.031 (95% CI 0.990-1.074)\n"
+            "[bench] inconclusive: oltp_read_only: single-thread speedup 1.031 (95% CI 0.990-1.074, 20 pairs), "
+            "interval spans the minimum 1: not shown (stopped: max pairs)\n"
+            "[bench] verdict: INCONCLUSIVE, publish: speedup not shown: oltp_read_only 1.031 "
+            "(95% CI 0.990-1.074, 20 pairs)\n").exit(0))
+        summary = "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs) (inconclusive);"
+        self.expect_outcome(result=SUCCESS, state_string=f"benchmark: {summary}")
+        d = self.run_step()
+        d.addCallback(lambda _: self.assertEqual([s for s in summaries if "pair" in s][0],
+                                                 "benchmark: pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"))
+        d.addCallback(lambda _: self.step.getBuildResultSummary())
+        d.addCallback(lambda s: self.assertEqual(s["build"], summary))
+        return d
 
 
 class GiveUpOnLostWorkersTest(StepTest):

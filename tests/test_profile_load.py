@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from mariadb_private import BASEDIR, PrivateServer, missing_prerequisites, short_tempdir
+from pgo import lines
+from pgo.runner import PhaseLog
 
 SOURCE = Path(__file__).resolve().parent.parent / "profile_load"
 ENGINES = ["innodb", "myisam", "aria", "memory"]
@@ -79,6 +81,16 @@ def new_binlog(server):
 
 def binlog_events(server, log_file):
     return [(row[2], row[5]) for row in server.rows(f"SHOW BINLOG EVENTS IN '{log_file}'")]
+
+
+def test_training_passes_become_the_train_steps_progress(profile_load, server, tmp_path, capsys):
+    """The train phase echoes profile_load's lines; the Buildbot step shows `pass N of M` from them."""
+    log = PhaseLog(tmp_path / "train.log", "train")
+    log.run([profile_load, "--socket", server.socket, "--engines", "memory", "--binlog", "off",
+             "--apis", "text,prepared", "--rows", 5], echo=True)
+    log.close()
+    printed = capsys.readouterr().out.splitlines()
+    assert [lines.progress(line) for line in printed if lines.progress(line)] == ["pass 1 of 2", "pass 2 of 2"]
 
 
 def test_every_matrix_cell_runs_and_is_counted(profile_load, server, tmp_path):

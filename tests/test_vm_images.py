@@ -53,6 +53,8 @@ def test_the_shipped_definitions_are_valid_and_pin_exact_compilers():
         assert "linux-image-amd64" in image.packages and "cmake" in image.packages
         assert image.worker.user != "root"
     assert {c.name for c in canaries} >= {"minimal", "fixture"}
+    # The canary's threshold and budget are the canary gate policy's (pgo/bench/policy.py).
+    assert {c.name: c.policy for c in canaries if c.gate == "bench"} == {"minimal": "canary"}
 
 
 def test_validate_command_lists_images_and_exits_zero():
@@ -106,8 +108,10 @@ def test_worker_must_match_the_masters_buildbot(data, tmp_path):
     (lambda c: c.pop("compare"), "gate 'same-output' needs compare"),
     (lambda c: c.update({"version": "latest"}), "not MAJOR.MINOR.PATCH"),
     (lambda c: c.pop("config"), "missing setting 'config'"),
-    (lambda c: c.update({"min_speedup": 1.05}), "min_speedup is for gate 'bench'"),
-    (lambda c: c.update({"gate": "bench", "compare": []}), "gate 'bench' needs min_speedup"),
+    (lambda c: c.update({"policy": "canary"}), "policy is for gate 'bench'"),
+    (lambda c: c.update({"gate": "bench", "compare": []}), "gate 'bench' needs policy, the name of a gate policy"),
+    (lambda c: c.update({"gate": "bench", "compare": [], "policy": "lenient"}), "(canary, release), not 'lenient'"),
+    (lambda c: c.update({"min_speedup": 0.9}), "unknown setting 'min_speedup'"),
     (lambda c: c.update({"bench_options": ["--pairs", "6"]}), "bench_options is for gate 'bench'"),
 ])
 def test_bad_canaries_are_refused(data, change, message):
@@ -121,6 +125,7 @@ def test_bad_canaries_are_refused(data, change, message):
     ("--pairs 6", "bench_options must be a list of pgo bench arguments"),
     (["--pairs", 6], "bench_options must be a list of pgo bench arguments"),
     (["--pairs", "6", "--min-speedup", "0.5"], "bench_options cannot set --min-speedup: the rollout sets it"),
+    (["--policy=release"], "bench_options cannot set --policy: the rollout sets it"),
     (["--out=/tmp/elsewhere"], "bench_options cannot set --out: the rollout sets it"),
 ])
 def test_bench_options_leave_the_gate_to_the_rollout(data, options, message):

@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo.bench.policy import POLICIES
 from vm_images import REPO, ImageError
 
 DEFINITIONS = Path(__file__).with_name("images.toml")
@@ -26,9 +27,11 @@ IMAGE_KEYS = {"base", "family", "bootstrap", "distribution", "release", "mirror"
 REQUIRED_IMAGE_KEYS = IMAGE_KEYS - {"base", "packages"}
 COMPILER_KEYS = {"cc", "cxx", "version", "packages"}
 WORKER_KEYS = {"user", "buildbot_worker"}
-CANARY_KEYS = {"version", "config", "source", "gate", "compare", "min_speedup", "bench_options"}
-# What the rollout itself passes to pgo bench: a canary's bench_options must not set them.
-ROLLOUT_BENCH_OPTIONS = ("--baseline", "--candidate", "--out", "--min-speedup", "--from-result")
+CANARY_KEYS = {"version", "config", "source", "gate", "compare", "policy", "bench_options"}
+# What the rollout itself passes to pgo bench, and what the gate policy decides: a canary's
+# bench_options must not set them.
+ROLLOUT_BENCH_OPTIONS = ("--baseline", "--candidate", "--out", "--from-result", "--policy", "--min-speedup",
+                         "--inconclusive")
 GATES = ("bench", "same-output")
 # Families the definition format knows; only those with a bootstrap tool here can be defined.
 BOOTSTRAPS = {"deb": "mmdebstrap"}
@@ -86,7 +89,7 @@ class Canary:
     source: str
     gate: str                      # "bench" or "same-output"
     compare: tuple[str, ...]       # same-output: the command, relative to a staged tree
-    min_speedup: float | None      # bench: lower bound of the new/old speedup's 95% CI
+    policy: str | None             # bench: the gate policy (pgo/bench/policy.py)
     bench_options: tuple[str, ...] = ()  # bench: what to measure (pgo bench options)
 
 
@@ -273,12 +276,12 @@ def canary(name, data=None):
                          "relative to the staged tree")
     if raw["gate"] == "bench" and compare:
         raise ImageError(f"{where}: compare is for gate 'same-output'; gate 'bench' runs pgo bench")
-    min_speedup = raw.get("min_speedup")
-    if raw["gate"] == "bench" and (not isinstance(min_speedup, float) or not 0.5 <= min_speedup <= 2.0):
-        raise ImageError(f"{where}: gate 'bench' needs min_speedup, a number like 0.97 "
-                         f"(the new build's speedup over the old one, lower 95% bound), not {min_speedup!r}")
-    if raw["gate"] != "bench" and min_speedup is not None:
-        raise ImageError(f"{where}: min_speedup is for gate 'bench'")
+    policy = raw.get("policy")
+    if raw["gate"] == "bench" and policy not in POLICIES:
+        raise ImageError(f"{where}: gate 'bench' needs policy, the name of a gate policy in "
+                         f"pgo/bench/policy.py ({', '.join(sorted(POLICIES))}), not {policy!r}")
+    if raw["gate"] != "bench" and policy is not None:
+        raise ImageError(f"{where}: policy is for gate 'bench'")
     options = raw.get("bench_options", [])
     if raw["gate"] != "bench" and options:
         raise ImageError(f"{where}: bench_options is for gate 'bench'")
@@ -287,7 +290,7 @@ def canary(name, data=None):
     taken = [o for o in options if o.split("=", 1)[0] in ROLLOUT_BENCH_OPTIONS]
     if taken:
         raise ImageError(f"{where}: bench_options cannot set {taken[0].split('=', 1)[0]}: the rollout sets it")
-    return Canary(name, raw["version"], raw["config"], raw["source"], raw["gate"], tuple(compare), min_speedup,
+    return Canary(name, raw["version"], raw["config"], raw["source"], raw["gate"], tuple(compare), policy,
                   tuple(options))
 
 

@@ -22,6 +22,7 @@ profiles reusable again by the same rule.
 import time
 from dataclasses import dataclass, field
 
+from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
 from vm_images.store import now, read_json, stamp, write_json
 
@@ -87,12 +88,13 @@ class ImageOperations:
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
                                      "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/{attempt}",
-                                     *canary.bench_options, "--min-speedup", str(canary.min_speedup)],
+                                     *canary.bench_options, "--policy", canary.policy],
                              folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
             if result.returncode not in (0, 1):
                 raise ImageError(f"pgo bench could not run (status {result.returncode}; log: {log})")
             verdict = ("passed" if result.ok else f"failed: the canary's build is not shown to be at least "
-                       f"{canary.min_speedup:g}x as fast as the current image's, or is measurably slower")
+                       f"{POLICIES[canary.policy].min_speedup:g}x as fast as the current image's, or is "
+                       "measurably slower")
             return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / attempt})",
                            {"tail": result.tail})
         outputs = {}

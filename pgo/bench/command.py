@@ -1,7 +1,8 @@
 """The `bench` command: measure two builds (or re-judge a stored result), report, and gate.
 
-Exit status: 0 the candidate passes the gate, 1 it does not, 2 usage error, 3 the benchmark
-could not run (a server did not start, sysbench failed).
+Exit status: 0 the gate lets the candidate be published (it passed, or its policy publishes
+an inconclusive result), 1 it does not, 2 usage error, 3 the benchmark could not run (a server
+did not start, sysbench failed).
 
 Only the standard library is imported here; numpy, scipy and matplotlib are imported when a
 result is analysed, so the rest of the pgo CLI stays stdlib-only.
@@ -13,14 +14,16 @@ import shutil
 import sys
 from pathlib import Path
 
+from pgo import lines
 from pgo.bench.errors import InfraError, UsageError
+from pgo.bench.gate import SPEEDUP_WORKLOADS
+from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
 
 SYSBENCH_SCRIPTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
                     "select_random_points", "select_random_ranges")
 DEFAULT_WORKLOADS = "oltp_point_select,oltp_read_only,oltp_read_write"
 DEFAULT_THREADS = "1,2,4,8,16,32,64,128"
-RELEASE_MIN_SPEEDUP = 1.05
 FALLOVER_RETENTION = 0.7
 
 
@@ -37,8 +40,8 @@ def add_arguments(parser):
     load.add_argument("--threads", default=DEFAULT_THREADS,
                       help=f"concurrency sweep, must include 1 (default {DEFAULT_THREADS})")
     load.add_argument("--time", type=int, default=20, help="seconds per run (default 20)")
-    load.add_argument("--pairs", type=int, default=4, help="A/B pairs per workload and concurrency "
-                      "(default 4; at least 2, 6+ for a sign test)")
+    load.add_argument("--pairs", type=int, help="A/B pairs at least, per workload and concurrency "
+                      "(default: the policy's; at least 2, 6+ for a sign test)")
     load.add_argument("--warmup", type=int, default=10,
                       help="warm-up seconds per workload and build (default 10)")
     load.add_argument("--tables", type=int, default=4, help="sysbench tables (default 4)")
@@ -67,10 +70,23 @@ def add_arguments(parser):
     cg.add_argument("--callgrind-events", type=int, default=5000,
                     help="transactions counted (default 5000)")
     cg.add_argument("--callgrind-workload", help="default as --rate-workload")
-    gate = parser.add_argument_group("gate")
+    gate = parser.add_argument_group(
+        "gate", "pairs are added at the single-thread points of the read-only workloads until "
+        "their speedup's 95% interval clears --min-speedup, or --max-pairs or --max-minutes are "
+        "spent: then the gate is inconclusive. Defaults come from the policy (pgo/bench/policy.py).")
+    gate.add_argument("--policy", choices=sorted(POLICIES),
+                      help=f"gate policy (default {RELEASE.name}; with --from-result, the stored one)")
     gate.add_argument("--min-speedup", type=float,
-                      help=f"minimum lower 95%% bound of the single-thread speedup (default "
-                      f"{RELEASE_MIN_SPEEDUP}; with --from-result, the stored one)")
+                      help="the single-thread speedup's 95%% interval must lie above it "
+                      "(default: the policy's; with --from-result, the stored one)")
+    gate.add_argument("--max-pairs", type=int,
+                      help="most pairs at a single-thread point (default: the policy's, at least --pairs)")
+    gate.add_argument("--max-minutes", type=float,
+                      help="no pair is added after this many minutes of the benchmark (default: the policy's)")
+    gate.add_argument("--inconclusive", choices=INCONCLUSIVE_CHOICES,
+                      help="what an inconclusive gate does: block publishing, or publish when every "
+                      "unproven speedup's estimate is above 1 (default: the policy's; with "
+                      "--from-result, the stored one)")
     gate.add_argument("--fallover-retention", type=float,
                       help=f"retention X(N_max)/X(peak) below which a build 'falls over' (default "
                       f"{FALLOVER_RETENTION}; with --from-result, the stored one)")
@@ -82,7 +98,7 @@ def main(args):
             return rejudge(args)
         return measure(args)
     except (UsageError, InfraError) as e:
-        print(f"bench: error: {e}", file=sys.stderr)
+        print(lines.error(e, "bench"), file=sys.stderr)
         return e.exit_code
 
 
@@ -100,14 +116,26 @@ def settings_from(args):
                  "callgrind_events"):
         if getattr(args, name) < (0 if name == "warmup" else 1):
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    if args.pairs < 2:
+    if not any(w in SPEEDUP_WORKLOADS for w in workloads):
+        raise UsageError(f"--workloads needs a read-only workload to show the speedup "
+                         f"({', '.join(SPEEDUP_WORKLOADS)})")
+    policy = POLICIES[args.policy or RELEASE.name]
+    pairs = policy.min_pairs if args.pairs is None else args.pairs
+    if pairs < 2:
         raise UsageError("--pairs must be at least 2: one pair gives no confidence interval")
+    max_pairs = max(policy.max_pairs, pairs) if args.max_pairs is None else args.max_pairs
+    if max_pairs < pairs:
+        raise UsageError(f"--max-pairs {max_pairs} is below --pairs {pairs}")
+    max_minutes = policy.max_minutes if args.max_minutes is None else args.max_minutes
+    if max_minutes <= 0:
+        raise UsageError("--max-minutes must be positive")
     if not args.baseline or not args.candidate:
         raise UsageError("--baseline and --candidate are required (or --from-result)")
     focus = "oltp_read_only" if "oltp_read_only" in workloads else workloads[0]
     settings = {
         "baseline": args.baseline, "candidate": args.candidate, "out": args.out,
-        "workloads": workloads, "threads": threads, "time": args.time, "pairs": args.pairs,
+        "workloads": workloads, "threads": threads, "time": args.time, "pairs": pairs,
+        "max_pairs": max_pairs, "max_minutes": max_minutes,
         "warmup": args.warmup, "tables": args.tables, "table_size": args.table_size,
         "sysbench": args.sysbench, "buffer_pool": args.buffer_pool,
         "server_options": args.server_option, "server_cpus": args.server_cpus,
@@ -119,7 +147,7 @@ def settings_from(args):
         "latency_time": args.latency_time, "interval": args.interval,
         "callgrind": args.callgrind, "callgrind_events": args.callgrind_events,
         "callgrind_workload": args.callgrind_workload or focus,
-        "min_speedup": RELEASE_MIN_SPEEDUP if args.min_speedup is None else args.min_speedup,
+        **gate_settings(args, {}),
         "fallover_retention": FALLOVER_RETENTION if args.fallover_retention is None
         else args.fallover_retention,
     }
@@ -134,6 +162,28 @@ def settings_from(args):
     if args.latency_time < args.interval:
         raise UsageError("--latency-time must be at least one --interval")
     return settings
+
+
+def gate_settings(args, stored):
+    """policy, min_speedup and inconclusive: from the command line, else stored, else the policy's.
+
+    A stored value stands unless the command line names a policy anew. A result stored before
+    the policies existed was judged by its minimum alone; it is re-judged under the release policy.
+    """
+    name = args.policy or stored.get("policy") or RELEASE.name
+    if name not in POLICIES:
+        raise UsageError(f"unknown gate policy '{name}' (known: {', '.join(sorted(POLICIES))})")
+    policy = POLICIES[name]
+    kept = {} if args.policy else stored
+    min_speedup = first_given(args.min_speedup, kept.get("min_speedup"), policy.min_speedup)
+    if not 0 < min_speedup < 10:
+        raise UsageError(f"--min-speedup {min_speedup:g} is not a speedup (like 1.0 or 0.9)")
+    return {"policy": name, "min_speedup": min_speedup,
+            "inconclusive": first_given(args.inconclusive, kept.get("inconclusive"), policy.inconclusive)}
+
+
+def first_given(*values):
+    return next(v for v in values if v is not None)
 
 
 def positive_ints(text, option):
@@ -156,16 +206,18 @@ def reproduce_command(s):
     cmd = ["python3", "-m", "pgo.bench", "--baseline", s["baseline"], "--candidate", s["candidate"],
            "--out", s["out"], "--workloads", ",".join(s["workloads"]),
            "--threads", ",".join(map(str, s["threads"]))]
-    for name in ("time", "pairs", "warmup", "tables", "table_size", "sysbench", "buffer_pool",
-                 "server_cpus", "client_cpus", "rate", "rate_fraction", "rate_workload",
-                 "rate_threads", "latency_time", "interval"):
-        cmd += [f"--{name.replace('_', '-')}", str(s[name])]
+    for name in ("time", "pairs", "max_pairs", "max_minutes", "warmup", "tables", "table_size",
+                 "sysbench", "buffer_pool", "server_cpus", "client_cpus", "rate", "rate_fraction",
+                 "rate_workload", "rate_threads", "latency_time", "interval"):
+        value = s[name]
+        if value is not None:     # max_minutes of a result measured before budgets existed
+            cmd += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
     cmd += [f"--server-option={option}" for option in s["server_options"]]
     if s["callgrind"]:
         cmd += ["--callgrind", "--callgrind-events", str(s["callgrind_events"]),
                 "--callgrind-workload", s["callgrind_workload"]]
-    cmd += ["--min-speedup", f"{s['min_speedup']:g}",
-            "--fallover-retention", f"{s['fallover_retention']:g}"]
+    cmd += ["--policy", s["policy"], "--min-speedup", f"{s['min_speedup']:g}",
+            "--inconclusive", s["inconclusive"], "--fallover-retention", f"{s['fallover_retention']:g}"]
     return shlex.join(cmd)
 
 
@@ -191,10 +243,12 @@ def rejudge(args):
     try:
         result = json.loads(path.read_text())
         settings = result["settings"]
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"--from-result {path}: not a benchmark result ({e})") from None
-    if args.min_speedup is not None:
-        settings["min_speedup"] = args.min_speedup
+    # Results measured before the gate was sequential had a fixed number of pairs.
+    settings.setdefault("max_pairs", settings.get("pairs"))
+    settings.setdefault("max_minutes", None)
+    settings.update(gate_settings(args, settings))
     if args.fallover_retention is not None:
         settings["fallover_retention"] = args.fallover_retention
     result["command"] = reproduce_command(settings)
@@ -205,15 +259,17 @@ def publish(result, out):
     """Analyse, judge, write result.json, report.md and the plots; return the exit status."""
     from pgo.bench import analysis, gate, plots, report
 
+    s = result["settings"]
     result["analysis"] = analysis.analyse(result)
-    result["verdict"] = gate.evaluate(result["analysis"], result["settings"]["min_speedup"])
+    stopped = (result.get("sequential") or {}).get("stopped")
+    result["verdict"] = gate.evaluate(result["analysis"], s["min_speedup"], s["inconclusive"], stopped)
     out.mkdir(parents=True, exist_ok=True)
     figures = plots.draw_all(result, out)
     (out / "report.md").write_text(report.render(result, figures))
     (out / "result.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     verdict = result["verdict"]
     for check in verdict["checks"]:
-        print(f"[bench] {'ok' if check['ok'] else 'FAILED'}: {check['text']}", flush=True)
-    print(f"[bench] verdict: {'PASS' if verdict['passed'] else 'FAIL'} "
-          f"(report: {out / 'report.md'})", flush=True)
-    return 0 if verdict["passed"] else 1
+        print(lines.tagged("bench", f"{check['status']}: {check['text']}"), flush=True)
+    print(lines.bench_verdict(verdict), flush=True)
+    print(lines.tagged("bench", f"report: {out / 'report.md'}"), flush=True)
+    return 0 if verdict["publish"] else 1

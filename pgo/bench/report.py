@@ -11,6 +11,17 @@ def interval(c):
     return f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
 
 
+def extension(result):
+    """How the single-thread points were extended, for results measured sequentially."""
+    s, sequential = result["settings"], result.get("sequential")
+    if not sequential:
+        return ""
+    stopped = ", ".join(f"{w} {why}" for w, why in sequential["stopped"].items())
+    return (f"; then single-thread pairs of the read-only workloads up to {s['max_pairs']}, none "
+            f"started after {s['max_minutes']:g} minutes (stopped: {stopped}; "
+            f"{sequential['minutes']:g} minutes in all)")
+
+
 def number(value, digits=1):
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
@@ -20,11 +31,16 @@ def render(result, figures):
     lines = [
         "# Benchmark: candidate (B) vs baseline (A)",
         "",
-        f"**Verdict: {'PASS' if verdict['passed'] else 'FAIL'}** "
-        f"(minimum single-thread speedup {verdict['min_speedup']:g}, judged on the lower bound "
-        "of its 95% confidence interval)",
+        f"**Verdict: {verdict['outcome'].upper()}** "
+        f"({'published' if verdict['publish'] else 'not published'}): {verdict['summary']}",
         "",
-        *[f"- {'ok' if c['ok'] else 'FAILED'}: {c['text']}" for c in verdict["checks"]],
+        f"Gate policy `{s['policy']}`: the single-thread speedup of the read-only workloads must "
+        f"have its 95% confidence interval at or above {verdict['min_speedup']:g}; an interval "
+        f"that spans it is inconclusive, and then the gate does `{verdict['inconclusive']}`. "
+        "Every other point fails the gate only when the candidate is significantly slower at or "
+        "below the baseline's peak concurrency.",
+        "",
+        *[f"- {c['status']}: {c['text']}" for c in verdict["checks"]],
         "",
         "## Builds",
         "",
@@ -36,7 +52,7 @@ def render(result, figures):
         f"Same server options for both: `{' '.join(result['server_options'])}`. "
         f"Data: {s['tables']} tables x {s['table_size']} rows. Server on CPUs {s['server_cpus']}, "
         f"sysbench on CPUs {s['client_cpus']}. {s['pairs']} interleaved pairs (A B, B A, ...) of "
-        f"{s['time']} s per workload and concurrency, after a {s['warmup']} s warm-up.",
+        f"{s['time']} s per workload and concurrency, after a {s['warmup']} s warm-up{extension(result)}.",
         "",
         "## Throughput, paired ratio B/A with 95% confidence interval",
         "",
@@ -87,7 +103,9 @@ def response_time(rt, figures):
     if rt is None:
         return lines + ["Not measured (--rate off).", ""]
     lines += [f"{rt['workload']}, {rt['threads']} threads, Poisson arrivals at {rt['rate']} tx/s; "
-              f"latency per {rt['interval']} s interval (median, and min-max over intervals).", "",
+              f"latency per {rt['interval']} s interval (median, and min-max over intervals); each "
+              "interval is a run of its own, the builds alternating, and its p95 and p99 come from "
+              "that run's latency histogram.", "",
               "| percentile | A median (min-max) ms | B median (min-max) ms | B/A by interval [95% CI] "
               "| kept up with the rate (A / B) |",
               "|---|---|---|---|---|"]

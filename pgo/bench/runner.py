@@ -8,17 +8,23 @@ the machine (thermal, other tenants, page cache) hit both builds alike.
 """
 
 import shutil
+import statistics
+import time
+from collections import Counter
 
-from pgo.bench import builds, callgrind
+from pgo import lines
+from pgo.bench import builds, callgrind, sequential
+from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.server import Server, common_options
 from pgo.bench.stats import geometric_mean
-from pgo.bench.sysbench import Sysbench
+from pgo.bench.sysbench import Sysbench, histogram_percentile
 
 LABELS = {"A": "baseline", "B": "candidate"}
+PERCENTILES = (95, 99)
 
 
 def say(line):
-    print(f"[bench] {line}", flush=True)
+    print(lines.tagged("bench", line), flush=True)
 
 
 class Session:
@@ -27,19 +33,15 @@ class Session:
         self.out = out
         self.work = out / "work"
         self.logs = out / "logs"
-        self.step = 0
-        self.total_steps = (len(settings["workloads"]) * len(settings["threads"])
-                            * settings["pairs"] * 2
-                            + (4 if settings["rate"] != "off" else 0)
-                            + (2 if settings["callgrind"] else 0))
+        self.started = None
 
-    def progress(self, what):
-        self.step += 1
-        say(f"step {self.step} of {self.total_steps}: {what}")
+    def minutes(self):
+        return (time.monotonic() - self.started) / 60
 
     def measure(self):
         """Run everything; returns the raw result (builds, runs, latency, callgrind)."""
         s = self.settings
+        self.started = time.monotonic()
         shutil.rmtree(self.logs, ignore_errors=True)        # logs of an earlier session
         self.logs.mkdir(parents=True)
         self.work.mkdir(parents=True, exist_ok=True)
@@ -63,7 +65,7 @@ class Session:
                 server.stop()
                 server.start()
                 self.sysbench.prewarm(server)
-            runs = self.throughput_sweep(servers)
+            runs, stopped = self.throughput_sweep(servers)
             latency = self.response_time(servers, runs) if s["rate"] != "off" else None
             for server in servers.values():
                 say(f"shutting down {server.name}")
@@ -80,29 +82,51 @@ class Session:
                        for label, b in found.items()},
             "server_options": options,
             "runs": runs,
+            "sequential": {"stopped": stopped, "minutes": round(self.minutes(), 1)},
             "latency": latency,
             "callgrind": profile,
         }
 
     def throughput_sweep(self, servers):
+        """Every workload and concurrency at the minimum pairs, then single-thread pairs of the
+        read-only workloads until the gate can decide (pgo.bench.sequential); returns the runs
+        and why each single-thread comparison stopped."""
         s = self.settings
         runs = []
+        extended = [w for w in s["workloads"] if w in SPEEDUP_WORKLOADS]
+
+        def measure_pair(workload, threads, pair):
+            most = s["max_pairs"] if threads == 1 and workload in extended else s["pairs"]
+            print(lines.bench_pair(pair, most, workload, threads, self.minutes(), s["max_minutes"]),
+                  flush=True)
+            tps = {}
+            for label in ("A", "B") if pair % 2 == 1 else ("B", "A"):
+                result = self.sysbench.run(servers[label], workload, threads, seconds=s["time"])
+                tps[label] = result["tps"]
+                runs.append({"workload": workload, "threads": threads, "pair": pair, "build": label,
+                             "tps": result["tps"], "p95_ms": result["latency_ms"],
+                             "ignored_errors": result["ignored_errors"]})
+            return tps["A"], tps["B"]
+
+        single_thread = {w: ([], []) for w in extended}
         for workload in s["workloads"]:
             say(f"warming up {workload} on A and B ({s['warmup']} s each)")
             for server in servers.values():
                 self.sysbench.run(server, workload, max(s["threads"]), seconds=s["warmup"])
             for threads in s["threads"]:
-                for pair in range(s["pairs"]):
-                    for label in ("A", "B") if pair % 2 == 0 else ("B", "A"):
-                        self.progress(f"{workload} N={threads} run {label} "
-                                      f"(pair {pair + 1} of {s['pairs']})")
-                        result = self.sysbench.run(servers[label], workload, threads,
-                                                   seconds=s["time"])
-                        runs.append({"workload": workload, "threads": threads, "pair": pair + 1,
-                                     "build": label, "tps": result["tps"],
-                                     "p95_ms": result["latency_ms"],
-                                     "ignored_errors": result["ignored_errors"]})
-        return runs
+                for pair in range(1, s["pairs"] + 1):
+                    a, b = measure_pair(workload, threads, pair)
+                    if threads == 1 and workload in single_thread:
+                        single_thread[workload][0].append(a)
+                        single_thread[workload][1].append(b)
+        # Both servers are warm from the sweep, and the alternating order of the pairs
+        # cancels whatever the workload measured last left behind.
+        stopped = sequential.extend(
+            single_thread, lambda workload, pair: measure_pair(workload, 1, pair), s["min_speedup"],
+            s["max_pairs"], self.started + 60 * s["max_minutes"], note=say)
+        for workload, why in stopped.items():
+            say(f"{workload} N=1: {len(single_thread[workload][0])} pairs, stopped: {why}")
+        return runs, stopped
 
     def response_time(self, servers, runs):
         """p95 and p99 per interval at a fixed Poisson arrival rate, for both builds."""
@@ -118,13 +142,26 @@ class Session:
         if threads == "auto":
             threads = max(means, key=means.get)
         rate = max(1, round(s["rate_fraction"] * means[threads])) if s["rate"] == "auto" else s["rate"]
-        series = []
-        for label, percentile in (("A", 95), ("B", 95), ("B", 99), ("A", 99)):
-            self.progress(f"{workload} N={threads} at {rate} tx/s: p{percentile} run {label}")
-            result = self.sysbench.run(servers[label], workload, threads, seconds=s["latency_time"],
-                                       rate=rate, percentile=percentile, interval=s["interval"])
-            series.append({"build": label, "percentile": percentile, "tps": result["tps"],
-                           "overall_ms": result["latency_ms"], "intervals": result["intervals"]})
+        # One run per build and interval, the builds alternating like the throughput pairs:
+        # p95 and p99 come from that run's histogram, so p99 can never fall below p95 (as it
+        # could when each percentile had a run of its own).
+        intervals, overall = {"A": [], "B": []}, {"A": Counter(), "B": Counter()}
+        count = s["latency_time"] // s["interval"]
+        for number in range(1, count + 1):
+            for label in ("A", "B") if number % 2 == 1 else ("B", "A"):
+                say(f"response time: {workload} N={threads} at {rate} tx/s, interval {number} of {count}, "
+                    f"run {label}")
+                result = self.sysbench.run(servers[label], workload, threads, seconds=s["interval"],
+                                           rate=rate, with_histogram=True)
+                overall[label].update(result["histogram"])
+                intervals[label].append({"t": number * s["interval"], "tps": result["tps"], "ms": {
+                    p: histogram_percentile(result["histogram"], p) for p in PERCENTILES}})
+        series = [{"build": label, "percentile": p,
+                   "tps": statistics.fmean(i["tps"] for i in intervals[label]),
+                   "overall_ms": histogram_percentile(overall[label], p),
+                   "intervals": [{"t": i["t"], "tps": i["tps"], "latency_ms": i["ms"][p]}
+                                 for i in intervals[label]]}
+                  for label in ("A", "B") for p in PERCENTILES]
         return {"workload": workload, "threads": threads, "rate": rate,
                 "interval": s["interval"], "series": series}
 
@@ -132,8 +169,7 @@ class Session:
         s = self.settings
         profile = {}
         for label in ("A", "B"):
-            self.progress(f"callgrind {s['callgrind_workload']} run {label} "
-                          f"({s['callgrind_events']} transactions)")
+            say(f"callgrind {s['callgrind_workload']} run {label} ({s['callgrind_events']} transactions)")
             profile[label] = callgrind.measure(servers[label], self.sysbench,
                                                s["callgrind_workload"], s["callgrind_events"],
                                                self.logs)

@@ -1,15 +1,17 @@
 """Drive sysbench's OLTP scripts against a server's socket and read its report."""
 
+import math
 import re
 import subprocess
+from collections import Counter
 
 from pgo.bench.errors import InfraError
 from pgo.bench.server import DATABASE
 
 TRANSACTIONS = re.compile(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)")
 PERCENTILE = re.compile(r"(\d+)th percentile:\s+([\d.]+)")
-INTERVAL = re.compile(r"^\[ *(\d+)s \] thds: \d+ tps: ([\d.]+) .*lat \(ms,[\d.]+%\): ([\d.]+)", re.M)
-QUEUE = re.compile(r"^\[ *(\d+)s \] queue length: (\d+), concurrency: (\d+)", re.M)
+# A row of --histogram's table: "       0.089 |******      3" (bucket value in ms, count).
+HISTOGRAM_ROW = re.compile(r"^\s*(\d+\.\d+) \|\**\s+(\d+)\s*$", re.M)
 IGNORED = re.compile(r"ignored errors:\s+(\d+)")
 
 
@@ -51,18 +53,17 @@ class Sysbench:
         self.call(f"prewarm on {server.build.label}",
                   self.command(server, "oltp_common", "prewarm"), timeout=3600)
 
-    def run(self, server, workload, threads, seconds=None, events=None, rate=None,
-            percentile=95, interval=None):
-        """One sysbench run; returns tps, the percentile latency (ms) and per-interval rows."""
-        options = [f"--threads={threads}", f"--percentile={percentile}"]
+    def run(self, server, workload, threads, seconds=None, events=None, rate=None, with_histogram=False):
+        """One sysbench run; returns tps, the p95 latency (ms), and with histogram its latency histogram."""
+        options = [f"--threads={threads}", "--percentile=95"]
         if events is None:
             options.append(f"--time={seconds}")
         else:
             options += [f"--events={events}", "--time=0"]
         if rate is not None:
             options.append(f"--rate={rate}")
-        if interval is not None:
-            options.append(f"--report-interval={interval}")
+        if with_histogram:
+            options.append("--histogram=on")
         what = f"{workload} N={threads} on {server.build.label}"
         timeout = 3600 if events is not None else seconds + 300
         return parse(self.call(what, self.command(server, workload, *options, "run"), timeout), what)
@@ -75,7 +76,6 @@ def parse(output, what="run"):
         raise InfraError(f"sysbench {what}: no transaction summary in its output")
     if int(transactions.group(1)) == 0:
         raise InfraError(f"sysbench {what}: no transaction completed")
-    queues = {int(t): int(q) for t, q, _ in QUEUE.findall(output)}
     ignored = IGNORED.search(output)
     return {
         "transactions": int(transactions.group(1)),
@@ -83,7 +83,25 @@ def parse(output, what="run"):
         "percentile": int(latency.group(1)),
         "latency_ms": float(latency.group(2)),
         "ignored_errors": int(ignored.group(1)) if ignored else 0,
-        "intervals": [{"t": int(t), "tps": float(tps), "latency_ms": float(lat),
-                       "queue": queues.get(int(t))}
-                      for t, tps, lat in INTERVAL.findall(output)],
+        "histogram": histogram(output),
     }
+
+
+def histogram(output):
+    """{latency ms: count} from --histogram's table (empty without one)."""
+    counts = Counter()
+    for value, count in HISTOGRAM_ROW.findall(output):
+        counts[float(value)] += int(count)
+    return counts
+
+
+def histogram_percentile(counts, percentile):
+    """The latency (ms) below which `percentile` % of the histogram's events fall, as sysbench
+    computes it: the first bucket whose cumulative count reaches the rounded share."""
+    wanted = math.floor(sum(counts.values()) * percentile / 100 + 0.5)
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= wanted:
+            return value
+    raise ValueError("histogram_percentile of an empty histogram")

@@ -1,0 +1,116 @@
+"""The lines the worker-side CLI prints for the Buildbot steps to read, each format beside its parser.
+
+A Buildbot step (steps/buildsteps.py) shows progress lines as its live summary and turns a
+phase's result line into the build's summary. Keeping the printing and the reading of each
+line in this one module (and a test that feeds what the CLI prints to these parsers) means a
+reworded line cannot silently leave a summary blank.
+"""
+
+import re
+
+
+def tagged(tag, text):
+    """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
+    return f"[{tag}] {text}"
+
+
+# --- progress: the step's live summary -------------------------------------------------------
+
+def compile_progress(phase, done, total):
+    return tagged(phase, f"compile {done}/{total}")
+
+
+def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
+    """One interleaved pair of the benchmark starts; max_pairs is the most this point gets."""
+    return tagged("bench", f"pair {pair} (max {max_pairs}): {workload} N={threads}, "
+                           f"minute {minutes:.0f} of {max_minutes:g}")
+
+
+# The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
+# before each pass; the train phase echoes its output tagged `[train]`.
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
+                      r"|^\[train\] (pass \d+ of \d+)\b")
+
+
+def progress(line):
+    """The step summary a progress line stands for ("compile 345/1198", "pass 3 of 24"), or None."""
+    match = PROGRESS.match(line)
+    return next(group for group in match.groups() if group) if match else None
+
+
+# --- results: the build's summary ------------------------------------------------------------
+
+def profile_check(figures):
+    """The profile check's headline (pgo/phases.py prints it tagged [check])."""
+    return (f"{figures['gcda_files']} .gcda files, {figures['build_objects_with_profile']} of "
+            f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
+
+
+PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects "
+                           r"have data; profile (?P<id>\S+)$")
+
+
+def profile_check_result(line):
+    match = PROFILE_CHECK.match(line)
+    return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;" if match else None
+
+
+def profile_use(profile_id, verdict):
+    return tagged("optimized", f"profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
+                               f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects "
+                               f"without profile, {verdict['coverage_mismatch']} coverage mismatches, "
+                               f"{verdict['functions_without_profile']} functions without profile")
+
+
+PROFILE_USE = re.compile(r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
+                         r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches, "
+                         r"(?P<functions>\d+) functions without profile$")
+
+
+def profile_use_result(line):
+    match = PROFILE_USE.match(line)
+    return (f"profile used by {match['coverage']} of {match['hot']} hot objects, "
+            f"{match['mismatch']} mismatches;") if match else None
+
+
+def bench_verdict(verdict):
+    """The gate's decision (pgo/bench/gate.py evaluate) in one line."""
+    action = "publish" if verdict["publish"] else "do not publish"
+    return tagged("bench", f"verdict: {verdict['outcome'].upper()}, {action}: {verdict['summary']}")
+
+
+BENCH_VERDICT = re.compile(r"^\[bench\] verdict: (?P<outcome>[A-Z]+), (?P<action>publish|do not publish): "
+                           r"(?P<summary>.+)$")
+
+
+def bench_verdict_result(line):
+    match = BENCH_VERDICT.match(line)
+    return f"{match['summary']} ({match['outcome'].lower()});" if match else None
+
+
+# --- errors: why a step failed --------------------------------------------------------------
+
+def error(message, prog="pgo"):
+    """A command's failure in one line on stderr, the reason `./release` shows for a failed step."""
+    return f"{prog}: error: {message}"
+
+
+# `pgo: error:`, `pgo build: error:` (usage), `bench: error:`, `vm_images: error:`
+ERROR = re.compile(r"^[\w.]+(?: [\w-]+)*: error: (?P<message>.+)$")
+
+
+def error_reason(log_lines):
+    """The message of the last error line among log_lines, or None."""
+    for line in reversed(log_lines):
+        match = ERROR.match(line.strip())
+        if match:
+            return match["message"]
+    return None
+
+
+# Which result line each command's step reads.
+RESULT_PARSERS = {
+    "check": profile_check_result,
+    "optimized": profile_use_result,
+    "benchmark": bench_verdict_result,
+}

@@ -1,0 +1,95 @@
+"""The lines the CLI prints, read by the parsers the Buildbot steps use (pgo/lines.py).
+
+The lines come from real runs: a PGO build of the fixture project and a re-judged benchmark
+result; a line the CLI stops printing, or prints differently, fails here before a build
+summary goes blank.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE, REPO, run_pgo
+from pgo import lines
+
+RESULT = REPO / "tests" / "data" / "bench" / "result.json"
+
+
+@pytest.fixture(scope="module")
+def build_output(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("pgo") / "w"
+    result = run_pgo("build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE,
+                     "--workdir", workdir)
+    return workdir, result.stdout.splitlines()
+
+
+def read(parser, output):
+    return [summary for summary in map(parser, output) if summary]
+
+
+def test_compile_progress_of_both_builds(build_output):
+    _, output = build_output
+    progress = read(lines.progress, output)
+    assert progress and all(p.startswith("compile ") for p in progress)
+    assert progress[-1] == "compile 4/4"
+    assert "[instrumented] compile 4/4" in output and "[optimized] compile 4/4" in output
+
+
+def test_profile_check_line_becomes_its_summary(build_output):
+    workdir, output = build_output
+    check = json.loads((workdir / "profile-check.json").read_text())
+    assert read(lines.RESULT_PARSERS["check"], output) == [
+        f"profile {check['profile_id']}: 2 of 2 objects trained;"]
+
+
+def test_profile_use_line_becomes_its_summary(build_output):
+    workdir, output = build_output
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert read(lines.RESULT_PARSERS["optimized"], output) == [
+        f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"]
+
+
+def test_only_the_result_lines_are_read(build_output):
+    _, output = build_output
+    results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
+    assert [line.split("]")[0] for line in results] == ["[check", "[optimized"]
+
+
+@pytest.mark.parametrize("args, outcome", [([], "pass"), (["--min-speedup", "1.3"], "fail"),
+                                           (["--min-speedup", "1.25"], "inconclusive")])
+def test_benchmark_verdict_becomes_its_summary(tmp_path, args, outcome):
+    run = subprocess.run([sys.executable, "-m", "pgo.bench", "--from-result", RESULT, "--out", tmp_path, *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    verdict = json.loads((tmp_path / "result.json").read_text())["verdict"]
+    assert verdict["outcome"] == outcome, run.stderr
+    assert read(lines.RESULT_PARSERS["benchmark"], run.stdout.splitlines()) == [f"{verdict['summary']} ({outcome});"]
+    assert read(lines.progress, run.stdout.splitlines()) == []
+
+
+def test_benchmark_pair_is_progress():
+    line = lines.bench_pair(7, 20, "oltp_read_only", 1, 12.4, 22)
+    assert line == "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
+    assert lines.progress(line) == "pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
+    assert lines.progress("[bench] report: report.md") is None
+    assert lines.progress("[train] compile 3/4 files of the workload") is None
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.18 "
+                           "(see pgo build --help)"),
+    (["--version", "1.0.0", "--source", "tests/no-such-source"],
+     "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"),
+])
+def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason):
+    failed = run_pgo("build", "--config", "fixture", "--workdir", tmp_path / "w", *args, check=False)
+    assert failed.returncode != 0
+    assert lines.error_reason((failed.stdout + failed.stderr).splitlines()) == reason
+    assert lines.error_reason(failed.stdout.splitlines()) is None
+
+
+def test_training_passes_are_progress():
+    """profile_load's pass lines, as the train phase echoes them (tagged [train]), and only those."""
+    assert lines.progress("[train] pass 3 of 24: engine=innodb binlog=row api=prepared") == "pass 3 of 24"
+    assert lines.progress("[check] pass 3 of 24") is None
