@@ -50,9 +50,40 @@ PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<o
                            r"have data; profile (?P<id>\S+)$")
 
 
+def profile_quality(quality):
+    """The check's line of what decides the gain (pgo/profile.py quality()), printed after the headline."""
+    top = quality["largest"][0] if quality["largest"] else None
+    largest = (f"largest counter {si(top['counter'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
+               if top else "no counters")
+    setup = f"; setup kept out: {quality['setup_share']:.0%} of counts" if quality.get("setup_share") is not None else ""
+    return (f"quality: {quality['runs']} runs; {largest}; {quality['hot_functions']} of "
+            f"{quality['functions_run']} trained functions hot ({quality['hot_share']:.0%}){setup}")
+
+
+def si(count):
+    """12345678 -> '12.3M': counters span nine orders of magnitude."""
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if count >= factor:
+            return f"{count / factor:.1f}{unit}"
+    return str(count)
+
+
+PROFILE_QUALITY = re.compile(r"^\[check\] quality: (?P<runs>\d+) runs; (?:largest counter (?P<counter>\S+) in "
+                             r"(?P<object>\S+) \(hot from (?P<threshold>\S+)\)|no counters); (?P<hot>\d+) of "
+                             r"(?P<ran>\d+) trained functions hot \((?P<share>\d+%)\)")
+
+
 def profile_check_result(line):
+    """The headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
     match = PROFILE_CHECK.match(line)
-    return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;" if match else None
+    if match:
+        return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;"
+    match = PROFILE_QUALITY.match(line)
+    if match:
+        where = (f" from {match['threshold']}, largest counter {match['counter']} in "
+                 f"{match['object'].rsplit('/', 1)[-1]}") if match["object"] else ""
+        return f"{match['share']} of trained functions hot{where}, {match['runs']} runs;"
+    return None
 
 
 def profile_use(profile_id, verdict):

@@ -155,25 +155,7 @@ def describe_check(figures):
         yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
                f"{hot['functions_run']} of their {hot['functions']} functions ran")
     if "quality" in figures:
-        yield describe_quality(figures["quality"])
-
-
-def describe_quality(q):
-    """One line of what decides the gain: the Buildbot check step's summary."""
-    top = q["largest"][0] if q["largest"] else None
-    largest = (f"largest counter {si(top['counter'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
-               if top else "no counters")
-    setup = f"; setup kept out: {q['setup_share']:.0%} of counts" if q.get("setup_share") is not None else ""
-    return (f"quality: {q['runs']} runs; {largest}; {q['hot_functions']} of {q['functions_run']} "
-            f"trained functions hot ({q['hot_share']:.0%}){setup}")
-
-
-def si(count):
-    """12345678 -> '12.3M': counters span nine orders of magnitude."""
-    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if count >= factor:
-            return f"{count / factor:.1f}{unit}"
-    return str(count)
+        yield lines.profile_quality(figures["quality"])
 
 
 def build_optimized(ctx, log):

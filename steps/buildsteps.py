@@ -46,7 +46,7 @@ class PgoCommand(ShellCommand):
         super().__init__(**kwargs)
         self.read_result = read_result
         self.latest_progress = None
-        self.result_line = None
+        self.results_read = []   # a command may print several result lines (the check: two)
         self.error = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
@@ -58,8 +58,12 @@ class PgoCommand(ShellCommand):
             return
         result = self.read_result(line) if self.read_result else None
         if result:
-            self.result_line = result
+            self.results_read.append(result)
             self.updateSummary()
+
+    @property
+    def result_line(self):
+        return " ".join(self.results_read) or None
 
     def watch_errors(self, line):
         self.error = lines.error_reason([line]) or self.error

@@ -40,8 +40,11 @@ def test_compile_progress_of_both_builds(build_output):
 def test_profile_check_line_becomes_its_summary(build_output):
     workdir, output = build_output
     check = json.loads((workdir / "profile-check.json").read_text())
+    largest = check["quality"]["largest"][0]
     assert read(lines.RESULT_PARSERS["check"], output) == [
-        f"profile {check['profile_id']}: 2 of 2 objects trained;"]
+        f"profile {check['profile_id']}: 2 of 2 objects trained;",
+        f"100% of trained functions hot from {lines.si(largest['hot_threshold'])}, largest counter "
+        f"{lines.si(largest['counter'])} in {largest['object'].rsplit('/', 1)[-1]}, 1 runs;"]
 
 
 def test_profile_use_line_becomes_its_summary(build_output):
@@ -54,7 +57,7 @@ def test_profile_use_line_becomes_its_summary(build_output):
 def test_only_the_result_lines_are_read(build_output):
     _, output = build_output
     results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
-    assert [line.split("]")[0] for line in results] == ["[check", "[optimized"]
+    assert [line.split("]")[0] for line in results] == ["[check", "[check", "[optimized"]
 
 
 @pytest.mark.parametrize("args, outcome", [([], "pass"), (["--min-speedup", "1.3"], "fail"),
