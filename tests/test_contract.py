@@ -34,11 +34,13 @@ def refused(result, *phrases):
 
 
 def wrap_training(workdir, after):
-    """Replace the installed instrumented binary by a script that runs it, then runs `after` (shell)."""
+    """Replace the installed instrumented binary by a script that runs it, then, after the
+    training proper (`fixture train`, not the setup step before it), runs `after` (shell)."""
     binary = workdir.joinpath(*TRAINING_BINARY)
     real = binary.with_name("fixture.real")
     binary.rename(real)
-    binary.write_text(f'#!/bin/sh\n"{real}" "$@" || exit\ncd "{workdir / "profile"}"\n{after}\n')
+    binary.write_text(f'#!/bin/sh\n"{real}" "$@" || exit\n[ "$1" = train ] || exit 0\n'
+                      f'cd "{workdir / "profile"}"\n{after}\n')
     binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
 
 

@@ -62,7 +62,12 @@ def server():
     s.stop()
 
 
-def run(binary, *args, timeout=150, **kwargs):
+def run(binary, *args, timeout=150, matrix_only=True, **kwargs):
+    """Run profile_load; a run against a server trains the matrix only unless it says otherwise:
+    the steady state (50,000 transactions by default) has tests of its own."""
+    args = list(args)
+    if matrix_only and ("--socket" in args or "--basedir" in args) and "--steady-transactions" not in args:
+        args += ["--steady-transactions", 0]
     return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **kwargs)
 
@@ -87,7 +92,7 @@ def test_training_passes_become_the_train_steps_progress(profile_load, server, t
     """The train phase echoes profile_load's lines; the Buildbot step shows `pass N of M` from them."""
     log = PhaseLog(tmp_path / "train.log", "train")
     log.run([profile_load, "--socket", server.socket, "--engines", "memory", "--binlog", "off",
-             "--apis", "text,prepared", "--rows", 5], echo=True)
+             "--apis", "text,prepared", "--rows", 5, "--steady-transactions", 0], echo=True)
     log.close()
     printed = capsys.readouterr().out.splitlines()
     assert [lines.progress(line) for line in printed if lines.progress(line)] == ["pass 1 of 2", "pass 2 of 2"]
@@ -120,6 +125,30 @@ def test_every_matrix_cell_runs_and_is_counted(profile_load, server, tmp_path):
     # The summary table on stdout agrees with the report.
     total = re.search(r"^total\s+(\d+)$", done.stdout, re.M)
     assert total and int(total.group(1)) == data["total_statements"]
+
+
+def test_steady_state_runs_its_transactions_on_two_long_lived_connections(profile_load, server, tmp_path):
+    def steady(seed):
+        report = tmp_path / f"steady-{seed}-{time.monotonic_ns()}.json"
+        executed = server.rows("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")[0][1]
+        done = run_ok(profile_load, "--socket", server.socket, "--engines", "innodb", "--binlog", "off",
+                      "--apis", "text", "--rows", 5, "--steady-transactions", 400, "--steady-rows", 100,
+                      "--seed", seed, "--report", report)
+        data = json.loads(report.read_text())
+        prepared = int(server.rows("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")[0][1]) - int(executed)
+        return done, data, prepared
+
+    done, data, prepared = steady(1)
+    assert data["steady"]["transactions"] == 400 and data["steady"]["rows"] == 100
+    # About 5.5 statements a transaction, plus the load; half the transactions on prepared statements.
+    assert 400 * 4 < data["steady"]["statements"] < 400 * 8
+    assert prepared > 400
+    assert data["total_statements"] == data["steady"]["statements"] + sum(c["statements"] for c in data["cells"])
+    assert "steady state: 400 of 400 transactions" in done.stdout
+    assert re.search(r"^steady state\s+%d$" % data["steady"]["statements"], done.stdout, re.M)
+    # Deterministic, and the tables are gone afterwards.
+    assert steady(1)[1]["steady"]["digest"] == data["steady"]["digest"] != steady(2)[1]["steady"]["digest"]
+    assert server.rows("SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'steady%'")[0][0] == "0"
 
 
 @pytest.mark.parametrize("binlog", BINLOGS)
@@ -214,12 +243,15 @@ def test_lifecycle_keeps_workdir_with_clean_logs(profile_load):
     (["--socket", "x", "--seed", "-1"], "--seed needs a non-negative whole number"),
     (["--socket", "x", "--frobnicate"], "unknown option '--frobnicate'"),
     (["--socket", "x", "--rows"], "option '--rows' needs a value"),
+    (["--socket", "x", "--steady-transactions", "-1"], "--steady-transactions needs a whole number from 0"),
+    (["--socket", "x", "--steady-rows", "10"], "--steady-rows needs a whole number from 100"),
+    (["--socket", "x", "--setup-counters", "d"], "--setup-counters goes with --basedir only"),
     ([], "give exactly one of --basedir DIR and --socket PATH"),
     (["--socket", "x", "--basedir", "/"], "give exactly one of --basedir DIR and --socket PATH"),
     (["--basedir", "/", "--password", "p"], "--user and --password go with --socket only"),
 ])
 def test_bad_option_is_a_usage_error(profile_load, args, message):
-    done = run(profile_load, *args)
+    done = run(profile_load, *args, matrix_only=False)
     assert done.returncode == 2
     assert message in done.stderr
     assert "Try 'profile_load --help'" in done.stderr
