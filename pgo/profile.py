@@ -8,8 +8,8 @@ an absolute name, which starts with '#'.
 
 import hashlib
 import re
-from collections import Counter
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from pgo import PipelineError
@@ -130,14 +130,15 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
         hot[directory] = {"objects": len(compiled), "with_profile": len(profiled),
                           "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0,
                           "functions": len(functions), "functions_run": sum(1 for _, ran in functions if ran)}
-    setup = read_counters(sorted(Path(setup_dir).rglob("*.gcda")), gcov_dump) if setup_dir else {}
+    setup_counts = (sum(f["total"] for f in read_counters(sorted(Path(setup_dir).rglob("*.gcda")), gcov_dump).values())
+                    if setup_dir else None)
     figures = {
         "gcda_files": len(files),
         "empty_gcda_files": len(files) - len(names),
         "build_objects_with_profile": len(own),
         "build_objects": len(objects),
         "hot_dirs": hot,
-        "quality": quality(by_object, hot_dirs, sum(f["total"] for f in setup.values()) if setup_dir else None),
+        "quality": quality(by_object, hot_dirs, setup_counts),
         "profile_id": profile_id(profile_dir, version) if files else None,
     }
     empty = [d for d, h in hot.items() if h["with_profile"] == 0]

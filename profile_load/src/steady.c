@@ -65,7 +65,7 @@ struct steady {
     struct client *c;            /* the current transaction's */
     uint64_t prng;
     int rows;
-    long long oldest_entry, next_entry; /* the entries' ids still in the table */
+    long long oldest_entry; /* the entries from this id on are still in the table */
     long long changes;                  /* makes every memo a new value */
     char sql[TABLE_COUNT][Q_COUNT][256];
 };
@@ -125,10 +125,10 @@ static int load_accounts(struct steady *s, enum table t)
     struct param params[LOAD_BATCH * 7];
     for (int first = 1; first <= s->rows; first += LOAD_BATCH) {
         int n = s->rows - first + 1 < LOAD_BATCH ? s->rows - first + 1 : LOAD_BATCH;
-        size_t used = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s VALUES ", table_name[t]);
+        char head[64];
+        snprintf(head, sizeof head, "INSERT INTO %s VALUES ", table_name[t]);
+        multi_row_insert(sql, sizeof sql, head, "(?, ?, ?, ?, ?, ?, ?)", n);
         for (int i = 0; i < n; i++) {
-            used += (size_t)snprintf(sql + used, sizeof sql - used, "%s(?, ?, ?, ?, ?, ?, ?)",
-                                     i ? "," : "");
             snprintf(memo[i], sizeof memo[i], "opened with %u", prng_below(&s->prng, 1000));
             snprintf(opened[i], sizeof opened[i], "20%02u-%02u-%02u",
                      10 + prng_below(&s->prng, 15), 1 + prng_below(&s->prng, 12),
@@ -158,16 +158,13 @@ static int load_entries(struct steady *s)
         params[3 * n + 2] = P_TEXT(kinds[prng_below(&s->prng, COUNT(kinds))]);
         if (++n < LOAD_BATCH && a < s->rows)
             continue;
-        size_t used = (size_t)snprintf(sql, sizeof sql, "INSERT INTO steady_entry"
-                                       " (account_id, amount, kind, booked) VALUES ");
-        for (int i = 0; i < n; i++)
-            used += (size_t)snprintf(sql + used, sizeof sql - used, "%s(?, ?, ?, NOW())",
-                                     i ? "," : "");
+        multi_row_insert(sql, sizeof sql,
+                         "INSERT INTO steady_entry (account_id, amount, kind, booked) VALUES ",
+                         "(?, ?, ?, NOW())", n);
         TRY(exec(s, sql, params, 3 * n, NULL));
         n = 0;
     }
     s->oldest_entry = 1;
-    s->next_entry = s->rows + 1;
     return EXIT_OK;
 }
 
@@ -191,7 +188,6 @@ static int insert_entry(struct steady *s, int account_id, long long amount)
     TRY(exec(s, "INSERT INTO steady_entry (account_id, amount, kind, booked)"
                 " VALUES (?, ?, ?, NOW())",
              PARAMS(P_INT(account_id), P_INT(amount), P_TEXT(kinds[amount < 0 ? 0 : 1])), &out));
-    s->next_entry++;
     return expect(out.affected_rows, 1, "INSERT of an entry");
 }
 

@@ -174,8 +174,7 @@ static void customer_params(const struct customer_row *row, struct param *params
     params[5] = P_TEXT(row->created);
 }
 
-/* Builds "INSERT ... VALUES (?,...),(?,...)" for a batch of n rows. */
-static void multi_row_insert(char *sql, size_t size, const char *head, const char *row, int n)
+void multi_row_insert(char *sql, size_t size, const char *head, const char *row, int n)
 {
     size_t used = (size_t)snprintf(sql, size, "%s", head);
     for (int i = 0; i < n && used < size; i++)

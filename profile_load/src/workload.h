@@ -2,6 +2,7 @@
 #ifndef PROFILE_LOAD_WORKLOAD_H
 #define PROFILE_LOAD_WORKLOAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "client.h"
@@ -28,5 +29,8 @@ int workload_run_cell(const struct target *server, const struct cell *cell, uint
                       int rows, struct cell_result *result);
 
 int workload_cleanup(const struct target *server);
+
+/* Builds "INSERT ... VALUES (?,...),(?,...)" for a batch of n rows (also the steady state's load). */
+void multi_row_insert(char *sql, size_t size, const char *head, const char *row, int n);
 
 #endif
