@@ -51,6 +51,9 @@ def add_arguments(parser):
     server.add_argument("--buffer-pool", default="512M", help="InnoDB buffer pool size (default 512M)")
     server.add_argument("--server-option", action="append", default=[], metavar="OPTION",
                         help="extra mariadbd option for both builds, e.g. --server-option=--thread-handling=pool-of-threads")
+    server.add_argument("--candidate-handicap", action="append", default=[], metavar="OPTION",
+                        help="extra mariadbd option for the candidate only, to prove that the gate stops "
+                        "a slower build, e.g. --candidate-handicap=--slow-query-log=ON; the report says so")
     server.add_argument("--server-cpus", default="0", help="taskset CPU list for the server (default 0)")
     server.add_argument("--client-cpus", default="1", help="taskset CPU list for sysbench (default 1)")
     latency = parser.add_argument_group("response time at a fixed arrival rate")
@@ -138,7 +141,8 @@ def settings_from(args):
         "max_pairs": max_pairs, "max_minutes": max_minutes,
         "warmup": args.warmup, "tables": args.tables, "table_size": args.table_size,
         "sysbench": args.sysbench, "buffer_pool": args.buffer_pool,
-        "server_options": args.server_option, "server_cpus": args.server_cpus,
+        "server_options": args.server_option, "candidate_handicap": args.candidate_handicap,
+        "server_cpus": args.server_cpus,
         "client_cpus": args.client_cpus,
         "rate": rate(args.rate), "rate_fraction": args.rate_fraction,
         "rate_workload": args.rate_workload or focus,
@@ -213,6 +217,7 @@ def reproduce_command(s):
         if value is not None:     # max_minutes of a result measured before budgets existed
             cmd += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
     cmd += [f"--server-option={option}" for option in s["server_options"]]
+    cmd += [f"--candidate-handicap={option}" for option in s.get("candidate_handicap", ())]
     if s["callgrind"]:
         cmd += ["--callgrind", "--callgrind-events", str(s["callgrind_events"]),
                 "--callgrind-workload", s["callgrind_workload"]]

@@ -50,6 +50,8 @@ def render(result, figures):
           for label, b in result["builds"].items()],
         "",
         f"Same server options for both: `{' '.join(result['server_options'])}`. "
+        + (f"**The candidate was handicapped** (to test the gate) with `{' '.join(s['candidate_handicap'])}`. "
+           if s.get("candidate_handicap") else "") +
         f"Data: {s['tables']} tables x {s['table_size']} rows. Server on CPUs {s['server_cpus']}, "
         f"sysbench on CPUs {s['client_cpus']}. {s['pairs']} interleaved pairs (A B, B A, ...) of "
         f"{s['time']} s per workload and concurrency, after a {s['warmup']} s warm-up{extension(result)}.",

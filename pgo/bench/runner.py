@@ -50,8 +50,13 @@ class Session:
             say(f"build {build.label} ({LABELS[build.label]}): {build.kind} {build.basedir}: "
                 f"{build.version}")
         options = common_options(s["buffer_pool"], max(s["threads"]), s["server_options"])
+        # A handicap (the candidate only) exists to show that the gate stops a slower build.
+        handicap = {"A": [], "B": list(s.get("candidate_handicap", ()))}
+        if handicap["B"]:
+            say(f"candidate handicapped (to test the gate): {' '.join(handicap['B'])}")
         servers = {label: Server(build, self.work / f"server-{label}", self.logs,
-                                 s["server_cpus"], options) for label, build in found.items()}
+                                 s["server_cpus"], options + handicap[label])
+                   for label, build in found.items()}
         self.sysbench = Sysbench(s["sysbench"], s["client_cpus"], s["tables"], s["table_size"],
                                  self.logs / "sysbench.log")
         try:
