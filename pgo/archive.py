@@ -60,7 +60,7 @@ from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
-from pgo.workdir import Workdir, read_json, write_json
+from pgo.workdir import Workdir, read_json
 
 MANIFEST_FORMAT = 1
 ARCHIVE = "profile.tar.xz"
@@ -264,7 +264,7 @@ def settle_kind(entry, wanted, out):
     if RANK[wanted] > RANK[current]:
         history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_json(entry.path / KIND, {"kind": wanted, "history": [*history, {"from": current, "to": wanted,
+        atomic.write_json(entry.path / KIND, {"kind": wanted, "history": [*history, {"from": current, "to": wanted,
                                                                                "at": now}]})
         out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
     elif wanted != current:
@@ -289,7 +289,7 @@ def promote(root, name, kind, out=print):
 
 
 def write_entry(directory, manifest, files):
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    manifest_bytes = atomic.json_bytes(manifest)
     with open(directory / ARCHIVE, "wb") as raw:
         with tarfile.open(fileobj=raw, mode="w:xz") as tar:
             add_bytes(tar, MANIFEST, manifest_bytes)
@@ -297,9 +297,9 @@ def write_entry(directory, manifest, files):
                 add_bytes(tar, f"profile/{f.name}", f.read_bytes())
         raw.flush()
         os.fsync(raw.fileno())
-    write_synced(directory / MANIFEST, manifest_bytes)
+    atomic.write(directory / MANIFEST, manifest_bytes)
     sums = "".join(f"{sha256_file(directory / name)}  {name}\n" for name in (ARCHIVE, MANIFEST))
-    write_synced(directory / SUMS, sums.encode())
+    atomic.write(directory / SUMS, sums.encode())
     sync_dir(directory)
 
 
@@ -309,13 +309,6 @@ def add_bytes(tar, name, data):
     info.mode = 0o644
     info.mtime = int(time.time())
     tar.addfile(info, fileobj=io.BytesIO(data))
-
-
-def write_synced(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def sync_dir(path):
@@ -480,15 +473,9 @@ def import_profile(ctx, log):
                                 ctx.compiler.version, fingerprint(ctx.config.cmake_args))
     if differs:
         raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    unpacking = ctx.profile.with_name(ctx.profile.name + ".importing")
-    shutil.rmtree(unpacking, ignore_errors=True)
-    try:
-        unpack(entry, unpacking)
-    except PipelineError:
-        shutil.rmtree(unpacking, ignore_errors=True)
-        raise
+    # Whatever the profile directory held is no longer this build's profile, whether the import succeeds or not.
     shutil.rmtree(ctx.profile, ignore_errors=True)
-    unpacking.rename(ctx.profile)
+    atomic.place(ctx.profile, lambda unpacking: unpack(entry, unpacking))
     source = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
     stale = manifest["source"]["checksum"] != source["checksum"]
     figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
@@ -540,8 +527,8 @@ def prune(root, keep, dry_run, out=print):
             removed.append(entry)
             out(f"{'would remove' if dry_run else 'removing'} {entry.name}")
             if not dry_run:
-                # Out of sight first, so that no reader finds half an entry.
-                doomed = entry.path.with_name(f".{entry.profile_id}.removing")
+                # Out of sight first, so that no reader finds half an entry; a killed prune's is swept.
+                doomed = atomic.hidden(entry.path)
                 try:
                     entry.path.rename(doomed)
                     shutil.rmtree(doomed)

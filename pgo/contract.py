@@ -19,8 +19,9 @@ import uuid
 from dataclasses import dataclass
 
 from pgo import PipelineError, profile
+from pgo.atomic import write_json
 from pgo.toolchain import fingerprint
-from pgo.workdir import read_json, write_json
+from pgo.workdir import read_json
 
 SETTINGS, STATE = "settings.json", "state.json"
 SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"

@@ -29,7 +29,7 @@ from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
-from pgo.workdir import REPO, Workdir, write_json
+from pgo.workdir import REPO, Workdir
 
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
@@ -179,7 +179,7 @@ def publish(args):
 def write_buildinfo(build, fmt, folder, packages, identity):
     info = build.info
     state = build.workdir.state()["done"]
-    write_json(folder / "buildinfo.json", {
+    atomic.write_json(folder / "buildinfo.json", {
         "product": info["product"],
         "format": fmt,
         "version": info["version"],

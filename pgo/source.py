@@ -205,11 +205,12 @@ def debian_orig_tarball(package, version, cache, log=None):
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
         replace_dir(folder)
-        partial = folder.with_name(folder.name + ".partial")
-        replace_dir(partial)
-        partial.mkdir()
-        _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
-        partial.rename(folder)
+
+        def download(partial):
+            partial.mkdir()
+            _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
+
+        atomic.place(folder, download)     # or another build downloaded it meanwhile: verified below
     verify_dsc(dsc)
     tarballs = sorted(folder.glob(f"{package}_{upstream}.orig.tar.*"))
     tarballs = [t for t in tarballs if not t.name.endswith(".asc")]

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pgo import PipelineError
+from pgo.atomic import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -123,14 +124,6 @@ class Workdir:
             lock.write(str(os.getpid()))
             lock.flush()
             yield
-
-
-def write_json(path, data):
-    """Write JSON atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def read_json(path):
