@@ -9,13 +9,16 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import sys
+import time
 
 import pytest
 
-from conftest import FIXTURE, run_pgo
+from conftest import FIXTURE, REPO, run_pgo
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINING_BINARY = ("build", "instrumented-install", "bin", "fixture")
@@ -265,3 +268,45 @@ def test_packaging_sweeps_the_hidden_folders_of_killed_runs(published, tmp_path)
     assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", tmp_path / "out")
     assert not killed.exists() and running.is_dir() and elsewhere.is_dir()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [elsewhere.name, running.name]
+
+
+def fixture_git_repo(tmp_path):
+    """The fixture as an upstream git repository with its release tag."""
+    repo = tmp_path / "upstream"
+    shutil.copytree(FIXTURE, repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "1.0.0"], ["tag", "fixture-1.0.0"]):
+        subprocess.run([*git, *command], check=True)
+    return f"file://{repo}"
+
+
+def test_a_killed_git_checkout_is_swept_by_the_next_source_phase(tmp_path, archive_root):
+    """A git source is checked out hidden, then renamed to its tree: a source phase SIGKILLed
+    while cloning leaves that hidden checkout, and the next one removes it."""
+    url, cache, workdir = fixture_git_repo(tmp_path), tmp_path / "cache", tmp_path / "w"
+    stalled = tmp_path / "bin"
+    stalled.mkdir()
+    cloning = tmp_path / "cloning"
+    # The checkout's clone (of the cached mirror) stalls until the test kills the whole pgo command.
+    (stalled / "git").write_text(f'#!/bin/sh\ncase "$*" in *--mirror*) ;; *clone*) touch "{cloning}"; sleep 60;; '
+                                 f'esac\nexec "{shutil.which("git")}" "$@"\n')
+    (stalled / "git").chmod(0o755)
+    build = ["build", "--version", "1.0.0", "--config", "fixture", "--source", url, "--cache", cache,
+             "--workdir", workdir, "--phase", "source"]
+    command = subprocess.Popen([sys.executable, "-m", "pgo", *map(str, build)], cwd=REPO, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PGO_ARCHIVE": str(archive_root),
+                                    "PATH": f"{stalled}{os.pathsep}{os.environ['PATH']}"})
+    try:
+        for _ in range(600):
+            if cloning.exists() or command.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert cloning.exists(), "the checkout never started"
+    finally:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.wait()
+    hidden = lambda: sorted(p.name for p in (cache / "src").iterdir() if p.name.startswith("."))
+    assert len(hidden()) == 1           # the killed checkout's
+    assert pgo_in(archive_root)(*build).returncode == 0
+    assert hidden() == [] and len(list((cache / "src").iterdir())) == 1
