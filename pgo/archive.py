@@ -166,7 +166,7 @@ def store(workdir, root, kind, out=print):
     """
     settings = workdir.load_settings()
     if settings.profile_from:
-        source = find(root_of(settings.archive), settings.profile_from)
+        source = find(root_of(settings.archive), archived_entry(workdir, "archived"))
         verify(source)
         entry = Entry(root, source.name)
         fill = lambda partial: copy_entry(source.path, partial)
@@ -216,7 +216,7 @@ def manifest_of(workdir, kind):
     files = profile.gcda_files(profile_dir)
     if not files:
         raise PipelineError(f"{profile_dir} holds no .gcda files: nothing to archive")
-    current_id = contract.trained_profile(workdir, settings)
+    current_id = contract.proven_profile(workdir, settings, "archived")
     check = read_json(workdir.root / contract.PROFILE_CHECK)
     use = read_json(workdir.root / contract.PROFILE_USE)
     # The compiler that made and used the profile, as its passed check recorded it.
@@ -271,10 +271,13 @@ def settle_kind(entry, wanted, out):
         out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
 
 
-def archived_entry(workdir):
-    """The archive entry of a work directory's profile: the one it reused, or the one its archive phase stored."""
+def archived_entry(workdir, use):
+    """The archive entry of a work directory's profile: the one its optimised build reused, or the one its
+    archive phase stored (which proved the profile as store() does). Else an error that says the profile
+    is not `use`d."""
     settings = workdir.load_settings()
     if settings.profile_from:
+        contract.proven_profile(workdir, settings, use)
         return settings.profile_from
     stored = workdir.root / contract.ARCHIVE_RECORD
     if not stored.is_file():
@@ -582,7 +585,7 @@ def cmd_store(args):
 def cmd_promote(args):
     if bool(args.name) == bool(args.workdir):
         raise PipelineError("give the archived profile's name or --workdir (one of them)")
-    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir)), args.kind)
+    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir), "promoted"), args.kind)
 
 
 def cmd_list(args):

@@ -255,13 +255,15 @@ def staged_build(workdir):
     return info
 
 
-def trained_profile(workdir, settings):
-    """The profile of a work directory whose check and optimised build passed with it, or an error."""
+def proven_profile(workdir, settings, use):
+    """The id of a work directory's profile, proven: the phase that made it (the training's check, or the
+    import of a reused one) and the optimised build succeeded with it, and it is still there. Else an
+    error that says the profile is not `use`d (archived, promoted)."""
     done = workdir.state()["done"]
-    for phase in ("check", "optimized"):
+    for phase in ("import" if settings.profile_from else "check", "optimized"):
         if phase not in done:
             raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
-                                "its profile is not proven, so it is not archived")
+                                f"its profile is not proven, so it is not {use}")
     now = profile.profile_id(workdir.profile(settings), settings.version)
     used = done["optimized"]["identity"][PROFILE_ID]
     if now != used:

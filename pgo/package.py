@@ -351,7 +351,7 @@ def rebuild(build, fmt, cmake_extra):
     from pgo import archive
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
-        entry = archive.archived_entry(build.workdir)
+        entry = archive.archived_entry(build.workdir, "packaged")
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = archive.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)

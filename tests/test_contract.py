@@ -152,6 +152,40 @@ def test_rerunning_a_phase_removes_every_later_output(tmp_path, archive_root):
     assert set(json_of(workdir / "state.json")["done"]) == {"source", "instrumented", "train"}
 
 
+def kinds(pgo):
+    return {row["name"]: row["kind"] for row in json.loads(pgo("archive", "list", "--json").stdout)}
+
+
+def test_a_reused_profile_is_archived_and_promoted_only_after_its_optimised_build_passed(tmp_path, archive_root):
+    """A build that reuses an archived profile stores and promotes the entry it reused (Buildbot's
+    release-profile and promote-profile steps): only when its optimised build passed with it, as a
+    trained profile is archived only after its check and optimised build passed."""
+    pgo, trained = pgo_in(archive_root), tmp_path / "trained"
+    assert pgo(*BUILD, "--workdir", trained).returncode == 0
+    [name] = kinds(pgo)
+    changed = tmp_path / "changed"       # 1.0.0 again, but the hot loop's control flow differs
+    shutil.copytree(FIXTURE, changed)
+    hot = changed / "src" / "hot.c"
+    loop = "h = (h << 5) | (h >> 27);"
+    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))
+    reuse, published = tmp_path / "reuse", tmp_path / "release-profile"
+    reusing = [*BUILD[:-1], changed, "--workdir", reuse, "--profile-from", name]
+    assert pgo(*reusing, "--phase", "source", "--phase", "import").returncode == 0
+    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+        refused(pgo(*command, "--workdir", reuse), "phase optimized", "has not succeeded",
+                f"its profile is not proven, so it is not {use}")
+    refused(pgo(*reusing), "coverage-mismatch warnings")
+    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+        refused(pgo(*command, "--workdir", reuse), "phase optimized", f"so it is not {use}")
+    assert not published.exists() and kinds(pgo) == {name: "pending"}
+    # The same profile on its own source: the optimised build passes, and its entry is the release's.
+    passed = tmp_path / "passed"
+    assert pgo(*BUILD, "--workdir", passed, "--profile-from", name).returncode == 0
+    assert pgo("archive", "store", "--workdir", passed, "--archive", published).returncode == 0
+    assert pgo("archive", "promote", "--workdir", passed).returncode == 0
+    assert kinds(pgo) == {name: "release"} and archived(published)
+
+
 # --- the label is the binary's own check ----------------------------------------------
 
 def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, archive_root):
