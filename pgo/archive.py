@@ -5,8 +5,8 @@ An archive entry is one directory:
     <root>/<product>/<version>/<target>-gcc-<compiler version>/<profile id>/
         profile.tar.xz    manifest.json + profile/<name>.gcda, the one file that is the profile
         manifest.json     a copy of the archived manifest, so that list and show need not unpack
-        sha256sums.txt    both files' checksums, in `sha256sum -c` format
         kind.json         the entry's kind since it was promoted, and when (absent: the manifest's kind)
+        sha256sums.txt    the other files' checksums, in `sha256sum -c` format
 
 An entry's kind says how long it is kept and whether later builds take it:
   nightly   pruned to the newest few; reusable
@@ -15,7 +15,9 @@ An entry's kind says how long it is kept and whether later builds take it:
   release   kept; reusable
 Storing a profile again with a higher kind promotes its entry (nightly ->
 pending -> release, `pgo archive promote` after publishing); a lower one keeps
-the entry's kind, and both say so.
+the entry's kind, and both say so. A promotion rewrites kind.json and the
+checksums that cover it; a kind.json they do not prove is damage, which
+`verify` reports and nothing that reads kinds (latest, prune) takes on trust.
 
 An entry is written in a hidden directory next to its final place, synced, and
 renamed into place. Readers never see half an entry, and rename never replaces a
@@ -41,6 +43,7 @@ staleness short of no profile at all.
 """
 
 import argparse
+import fcntl
 import hashlib
 import io
 import json
@@ -52,6 +55,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -128,8 +132,16 @@ class Entry:
             raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
 
     def kind(self):
-        promoted = self.path / KIND
-        return read_json(promoted)["kind"] if promoted.is_file() else self.manifest()["kind"]
+        """The manifest's kind, or kind.json's once promoted: only as sha256sums.txt proves it."""
+        listed = listed_sums(self)
+        if not (self.path / KIND).is_file() and KIND not in listed:
+            return self.manifest()["kind"]
+        problem = sum_problem(self, KIND, listed)
+        kind = None if problem else read_json(self.path / KIND).get("kind")
+        if kind not in KINDS:
+            raise PipelineError(f"archive entry {self.name}: {problem or f'{KIND} names no known kind'}, "
+                                "so its kind is unknown (see `pgo archive verify`)")
+        return kind
 
 
 def entries(root):
@@ -260,15 +272,31 @@ def existing(entry, out):
 
 def settle_kind(entry, wanted, out):
     """Promote an entry to the kind it is stored as again, when that is higher; never demote it. Say which."""
-    current = entry.kind()
-    if RANK[wanted] > RANK[current]:
-        history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        atomic.write_json(entry.path / KIND, {"kind": wanted, "history": [*history, {"from": current, "to": wanted,
-                                                                               "at": now}]})
-        out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
-    elif wanted != current:
-        out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+    with locked(entry):
+        current = entry.kind()
+        if RANK[wanted] > RANK[current]:
+            history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            kind = atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
+                                                                             "at": now}]})
+            # Checksums first: a promotion cut short between the two writes leaves damage that
+            # verify reports, never a kind taken on trust.
+            write_sums(entry.path, kind)
+            atomic.write(entry.path / KIND, kind)
+            out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
+        elif wanted != current:
+            out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+
+
+@contextmanager
+def locked(entry):
+    """One promotion of an entry at a time: two would each rewrite kind.json and its checksum."""
+    fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def archived_entry(workdir, use):
@@ -301,9 +329,16 @@ def write_entry(directory, manifest, files):
         raw.flush()
         os.fsync(raw.fileno())
     atomic.write(directory / MANIFEST, manifest_bytes)
-    sums = "".join(f"{sha256_file(directory / name)}  {name}\n" for name in (ARCHIVE, MANIFEST))
-    atomic.write(directory / SUMS, sums.encode())
+    write_sums(directory)
     sync_dir(directory)
+
+
+def write_sums(directory, kind=None):
+    """An entry's sha256sums.txt: its archive and manifest, and once promoted (`kind`: kind.json's new bytes) its kind."""
+    sums = {name: sha256_file(directory / name) for name in (ARCHIVE, MANIFEST)}
+    if kind is not None:
+        sums[KIND] = hashlib.sha256(kind).hexdigest()
+    atomic.write(directory / SUMS, "".join(f"{digest}  {name}\n" for name, digest in sums.items()).encode())
 
 
 def add_bytes(tar, name, data):
@@ -347,20 +382,32 @@ def readable_functions(directory, files, version):
 
 
 def check_sums(entry):
-    problems = []
+    if not (entry.path / SUMS).is_file():
+        return [f"{SUMS} is missing"]
+    listed = listed_sums(entry)
+    promoted = (entry.path / KIND).is_file() or KIND in listed
+    problems = [sum_problem(entry, name, listed) for name in (ARCHIVE, MANIFEST, *([KIND] if promoted else []))]
+    return [problem for problem in problems if problem]
+
+
+def listed_sums(entry):
+    """{file name: checksum} as sha256sums.txt lists them ({} without one)."""
     sums_file = entry.path / SUMS
     if not sums_file.is_file():
-        return [f"{SUMS} is missing"]
-    listed = dict(reversed(line.split(None, 1)) for line in sums_file.read_text().splitlines() if line.strip())
-    for name in (ARCHIVE, MANIFEST):
-        path = entry.path / name
-        if name not in listed:
-            problems.append(f"{SUMS} does not list {name}")
-        elif not path.is_file():
-            problems.append(f"{name} is missing")
-        elif sha256_file(path) != listed[name].strip():
-            problems.append(f"{name} does not match its checksum (truncated or corrupted)")
-    return problems
+        return {}
+    lines = sums_file.read_text(errors="replace").splitlines()
+    return {name.strip(): digest for digest, _, name in (line.partition(" ") for line in lines if line.strip())}
+
+
+def sum_problem(entry, name, listed):
+    """What is wrong with one file of an entry against sha256sums.txt, or None."""
+    if name not in listed:
+        return f"{SUMS} does not list {name}"
+    if not (entry.path / name).is_file():
+        return f"{name} is missing"
+    if sha256_file(entry.path / name) != listed[name]:
+        return f"{name} does not match its checksum (truncated, corrupted or changed by hand)"
+    return None
 
 
 def unpack(entry, dest):
