@@ -205,6 +205,21 @@ def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, 
             "only 50% of the hot objects got a profile")
 
 
+@pytest.mark.parametrize("limit, message", [
+    (["--min-hot-coverage", "0"], "expected a share above 0 and at most 1"),
+    (["--min-hot-coverage", "7"], "expected a share above 0 and at most 1"),
+    (["--max-mismatch", "-3"], "expected a number of functions, 0 or more"),
+])
+def test_limits_that_pass_a_build_without_profile_or_none_are_refused_before_building(
+        tmp_path, archive_root, limit, message):
+    """A minimum hot coverage of 0 would label a build that used no profile PGO; one above 1, or a
+    negative mismatch limit, fails every build, but only after the training and both builds."""
+    workdir = tmp_path / "w"
+    result = pgo_in(archive_root)(*BUILD, "--workdir", workdir, *limit)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr and limit[0] in result.stderr
+    assert not workdir.exists()
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("published")
