@@ -276,6 +276,45 @@ def test_a_staged_build_whose_tree_was_rebuilt_is_not_packaged(published, tmp_pa
     assert not out.exists()
 
 
+# --- a damaged record is one line, never a traceback ---------------------------------------
+
+def one_line(result, *phrases):
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return refused(result, *phrases)
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("state.json", lambda text: text[:len(text) // 2], "state.json is not valid JSON"),
+    ("state.json", lambda text: "[]", "state.json holds no phase records"),
+    ("settings.json", lambda text: json.dumps(dict(json.loads(text), from_a_newer_pgo=1)),
+     "settings.json holds settings this pgo does not know"),
+])
+def test_a_damaged_work_directory_record_is_one_line(published, tmp_path, name, damage, message):
+    workdir = tmp_path / "w"
+    shutil.copytree(published / "w", workdir, symlinks=True)
+    (workdir / name).write_text(damage((workdir / name).read_text()))
+    one_line(run_pgo("phase", "stage", "--workdir", workdir, check=False), message)
+    if name == "state.json":        # what says which phases succeeded, so what may be packaged
+        one_line(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "out",
+                         check=False), message)
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("buildinfo, message", [
+    ("{not json", "buildinfo.json is not valid JSON"),
+    ("[1]", "buildinfo.json is not one `pgo package` wrote"),
+    ('{"format": "zip"}', "buildinfo.json is not one `pgo package` wrote"),
+])
+def test_proving_a_folder_pgo_package_did_not_write_is_one_line(tmp_path, buildinfo, message):
+    from pgo.checksums import write_sha256sums
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "buildinfo.json").write_text(buildinfo)
+    write_sha256sums(folder)
+    one_line(run_pgo("prove", folder, check=False), message)
+    one_line(run_pgo("prove", tmp_path / "nothing", check=False), "has no buildinfo.json")
+
+
 # --- one work directory, one command ------------------------------------------------
 
 def test_a_second_command_on_a_busy_work_directory_refuses(tmp_path, archive_root):
