@@ -608,7 +608,8 @@ def register(subparsers):
                            "(pruned); default: the build's --archive-kind")
     promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
     promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
-    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived")
+    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived "
+                             "(default --archive: the work directory's)")
     promote_cmd.add_argument("--kind", choices=KINDS, default="release", help="default: release")
     list_cmd = action("list", cmd_list, "list the archived profiles")
     list_cmd.add_argument("--json", action="store_true")
@@ -632,7 +633,12 @@ def cmd_store(args):
 def cmd_promote(args):
     if bool(args.name) == bool(args.workdir):
         raise PipelineError("give the archived profile's name or --workdir (one of them)")
-    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir), "promoted"), args.kind)
+    if args.name:
+        promote(root_of(args.archive), args.name, args.kind)
+        return
+    # The archive the work directory's build stored into and reused from, as `store` takes it.
+    workdir = Workdir(args.workdir)
+    promote(root_of(args.archive or workdir.load_settings().archive), archived_entry(workdir, "promoted"), args.kind)
 
 
 def cmd_list(args):

@@ -429,3 +429,13 @@ def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_pat
     assert failed.returncode == 1 and "sha256sums.txt does not list kind.json" in failed.stdout
     one_line_error(build(tmp_path / "reuse", pending_root, "--profile-from", "latest"), pending.name,
                    "its kind is unknown")
+
+
+def test_promoting_a_work_directorys_profile_promotes_it_in_the_archive_its_build_used(tmp_path):
+    """Not in $PGO_ARCHIVE's: a copy of the archive there (a mirror, an upload) keeps its own kinds."""
+    root, mirror, work = tmp_path / "archive", tmp_path / "mirror", tmp_path / "work"
+    ok(build(work, root))
+    shutil.copytree(root, mirror)
+    promoted = ok(pgo("archive", "promote", "--workdir", work, archive_root=mirror))
+    assert "promoted from pending to release" in promoted.stdout
+    assert kinds(root) == ["release"] and kinds(mirror) == ["pending"]
