@@ -550,13 +550,16 @@ def import_profile(ctx, log):
 
 def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
-    # A release's profile is pending until the release is published (after the benchmark gate):
-    # a refused release must not become `--profile-from latest`.
-    kind = "pending" if ctx.settings.archive_kind == "release" else ctx.settings.archive_kind
-    entry = store(ctx.workdir, root_of(ctx.settings.archive), kind,
+    entry = store(ctx.workdir, root_of(ctx.settings.archive), unpublished_kind(ctx.settings),
                   out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
     contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
                    {"root": str(entry.root), "entry": entry.name, "kind": entry.kind()})
+
+
+def unpublished_kind(settings):
+    """The kind a build's profile is archived as: a release's is pending until the release is published
+    (after the benchmark gate; `promote`), so that a refused release never becomes `--profile-from latest`."""
+    return "pending" if settings.archive_kind == "release" else settings.archive_kind
 
 
 # --- pruning ------------------------------------------------------------------
@@ -605,7 +608,8 @@ def register(subparsers):
     store_cmd.add_argument("--workdir", required=True)
     store_cmd.add_argument("--kind", choices=KINDS,
                            help="release (kept forever), pending (a release not yet published) or nightly "
-                           "(pruned); default: the build's --archive-kind")
+                           "(pruned); default: pending for a release build (promote it once published), "
+                           "nightly for a nightly")
     promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
     promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
     promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived "
@@ -627,7 +631,7 @@ def cmd_store(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
     root = root_of(args.archive or settings.archive)
-    store(workdir, root, args.kind or settings.archive_kind)
+    store(workdir, root, args.kind or unpublished_kind(settings))
 
 
 def cmd_promote(args):

@@ -439,3 +439,14 @@ def test_promoting_a_work_directorys_profile_promotes_it_in_the_archive_its_buil
     promoted = ok(pgo("archive", "promote", "--workdir", work, archive_root=mirror))
     assert "promoted from pending to release" in promoted.stdout
     assert kinds(root) == ["release"] and kinds(mirror) == ["pending"]
+
+
+def test_a_release_builds_profile_stored_by_hand_is_pending_until_published(trained, tmp_path):
+    """`pgo archive store --workdir` stores as the archive phase does: no release profile before publishing."""
+    work, _ = trained
+    root = tmp_path / "archive"
+    ok(store(work, root))
+    assert kinds(root) == ["pending"]
+    one_line_error(build(tmp_path / "reuse", root, "--profile-from", "latest"), "no archived profile", "fits")
+    ok(pgo("archive", "promote", "--workdir", work, "--archive", root, archive_root=root))
+    assert kinds(root) == ["release"]
