@@ -141,6 +141,9 @@ def cmd_build(args):
         raise PipelineError("--profile-from needs a PGO build; drop --pgo off")
     if args.accept_stale and not args.profile_from:
         raise PipelineError("--accept-stale applies only to a build with --profile-from")
+    if args.git_ref and source.kind_of(args.source) != "git":
+        # Taken as it is, the build would be of whatever the source holds, not of that ref.
+        raise PipelineError(f"--git-ref applies only to a git URL --source, not to {args.source!r}")
     if args.profile_from:
         profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
     else:

@@ -170,6 +170,7 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
     (["--version", "1.0.0", "--cc", "no-such-gcc"], "compiler 'no-such-gcc' not found"),
     (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
     (["--version", "1.0.0", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
+    (["--version", "1.0.0", "--git-ref", "fixture-1.0.1"], "--git-ref applies only to a git URL --source"),
 ])
 def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     base = ["build", "--config", "fixture", "--source", FIXTURE, "--workdir", tmp_path / "w"]
