@@ -50,6 +50,8 @@ ITEMS = (
          "the instrumented, then the optimised build tree; its build token"),
     Item("build/instrumented-install", ("instrumented",), ("train",), "the instrumented server the training runs"),
     Item(PROFILE, ("train", "import"), ("check", "optimized", "archive"), "the .gcda set; profile id = its checksum"),
+    Item("train", ("train",), ("check",),
+         "the training's work folder: its report (archived with the profile) and the setup's counters"),
     Item(PROFILE_CHECK, ("check", "import"), ("optimized", "archive"),
          "profile id and the profile's figures, with the check's identity"),
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),

@@ -239,6 +239,8 @@ def test_the_contract_names_every_path_the_phases_use(pgo):
             assert all(path in items for path in phase["inputs"] + phase["outputs"])
     # Two different files, two different writers: the work directory's and the published folder's.
     assert items["build-info.json"]["written_by"] == ["stage"]
+    # The training's report goes into the archived manifest: the check reads it from the training that succeeded.
+    assert (items["train"]["written_by"], items["train"]["read_by"]) == (["train"], ["check"])
     assert items["buildinfo.json"]["written_by"] == ["pgo package"]
     assert "every phase" in items["state.json"]["written_by"]
     assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout
