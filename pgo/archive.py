@@ -194,7 +194,8 @@ def store(workdir, root, kind, out=print):
 
 
 def copy_entry(source, partial):
-    for path in source.iterdir():
+    # Not a hidden file: that is a promotion's kind.json or checksums being written.
+    for path in (p for p in source.iterdir() if not p.name.startswith(".")):
         shutil.copy2(path, partial / path.name)
         with open(partial / path.name, "rb") as f:
             os.fsync(f.fileno())

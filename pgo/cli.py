@@ -118,7 +118,7 @@ def checked(validate):
 
 
 def count(text):
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise PipelineError(f"expected a number of functions, 0 or more, not {text!r}")
     return int(text)
 
