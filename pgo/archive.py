@@ -5,8 +5,8 @@ An archive entry is one directory:
     <root>/<product>/<version>/<target>-gcc-<compiler version>/<profile id>/
         profile.tar.xz    manifest.json + profile/<name>.gcda, the one file that is the profile
         manifest.json     a copy of the archived manifest, so that list and show need not unpack
-        sha256sums.txt    both files' checksums, in `sha256sum -c` format
         kind.json         the entry's kind since it was promoted, and when (absent: the manifest's kind)
+        sha256sums.txt    the other files' checksums, in `sha256sum -c` format
 
 An entry's kind says how long it is kept and whether later builds take it:
   nightly   pruned to the newest few; reusable
@@ -15,7 +15,9 @@ An entry's kind says how long it is kept and whether later builds take it:
   release   kept; reusable
 Storing a profile again with a higher kind promotes its entry (nightly ->
 pending -> release, `pgo archive promote` after publishing); a lower one keeps
-the entry's kind, and both say so.
+the entry's kind, and both say so. A promotion rewrites kind.json and the
+checksums that cover it; a kind.json they do not prove is damage, which
+`verify` reports and nothing that reads kinds (latest, prune) takes on trust.
 
 An entry is written in a hidden directory next to its final place, synced, and
 renamed into place. Readers never see half an entry, and rename never replaces a
@@ -41,6 +43,7 @@ staleness short of no profile at all.
 """
 
 import argparse
+import fcntl
 import hashlib
 import io
 import json
@@ -52,6 +55,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,7 +64,7 @@ from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
 from pgo.source import sha256_file
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
-from pgo.workdir import Workdir, read_json, write_json
+from pgo.workdir import Workdir, read_json
 
 MANIFEST_FORMAT = 1
 ARCHIVE = "profile.tar.xz"
@@ -128,8 +132,16 @@ class Entry:
             raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
 
     def kind(self):
-        promoted = self.path / KIND
-        return read_json(promoted)["kind"] if promoted.is_file() else self.manifest()["kind"]
+        """The manifest's kind, or kind.json's once promoted: only as sha256sums.txt proves it."""
+        listed = listed_sums(self)
+        if not (self.path / KIND).is_file() and KIND not in listed:
+            return self.manifest()["kind"]
+        problem = sum_problem(self, KIND, listed)
+        kind = None if problem else read_json(self.path / KIND).get("kind")
+        if kind not in KINDS:
+            raise PipelineError(f"archive entry {self.name}: {problem or f'{KIND} names no known kind'}, "
+                                "so its kind is unknown (see `pgo archive verify`)")
+        return kind
 
 
 def entries(root):
@@ -166,7 +178,7 @@ def store(workdir, root, kind, out=print):
     """
     settings = workdir.load_settings()
     if settings.profile_from:
-        source = find(root_of(settings.archive), settings.profile_from)
+        source = find(root_of(settings.archive), archived_entry(workdir, "archived"))
         verify(source)
         entry = Entry(root, source.name)
         fill = lambda partial: copy_entry(source.path, partial)
@@ -182,7 +194,8 @@ def store(workdir, root, kind, out=print):
 
 
 def copy_entry(source, partial):
-    for path in source.iterdir():
+    # Not a hidden file: that is a promotion's kind.json or checksums being written.
+    for path in (p for p in source.iterdir() if not p.name.startswith(".")):
         shutil.copy2(path, partial / path.name)
         with open(partial / path.name, "rb") as f:
             os.fsync(f.fileno())
@@ -216,7 +229,7 @@ def manifest_of(workdir, kind):
     files = profile.gcda_files(profile_dir)
     if not files:
         raise PipelineError(f"{profile_dir} holds no .gcda files: nothing to archive")
-    current_id = contract.trained_profile(workdir, settings)
+    current_id = contract.proven_profile(workdir, settings, "archived")
     check = read_json(workdir.root / contract.PROFILE_CHECK)
     use = read_json(workdir.root / contract.PROFILE_USE)
     # The compiler that made and used the profile, as its passed check recorded it.
@@ -260,21 +273,40 @@ def existing(entry, out):
 
 def settle_kind(entry, wanted, out):
     """Promote an entry to the kind it is stored as again, when that is higher; never demote it. Say which."""
-    current = entry.kind()
-    if RANK[wanted] > RANK[current]:
-        history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_json(entry.path / KIND, {"kind": wanted, "history": [*history, {"from": current, "to": wanted,
-                                                                               "at": now}]})
-        out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
-    elif wanted != current:
-        out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+    with locked(entry):
+        current = entry.kind()
+        if RANK[wanted] > RANK[current]:
+            history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            kind = atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
+                                                                             "at": now}]})
+            # Checksums first: a promotion cut short between the two writes leaves damage that
+            # verify reports, never a kind taken on trust.
+            write_sums(entry.path, kind)
+            atomic.write(entry.path / KIND, kind)
+            out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
+        elif wanted != current:
+            out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
 
 
-def archived_entry(workdir):
-    """The archive entry of a work directory's profile: the one it reused, or the one its archive phase stored."""
+@contextmanager
+def locked(entry):
+    """One promotion of an entry at a time: two would each rewrite kind.json and its checksum."""
+    fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def archived_entry(workdir, use):
+    """The archive entry of a work directory's profile: the one its optimised build reused, or the one its
+    archive phase stored (which proved the profile as store() does). Else an error that says the profile
+    is not `use`d."""
     settings = workdir.load_settings()
     if settings.profile_from:
+        contract.proven_profile(workdir, settings, use)
         return settings.profile_from
     stored = workdir.root / contract.ARCHIVE_RECORD
     if not stored.is_file():
@@ -289,7 +321,7 @@ def promote(root, name, kind, out=print):
 
 
 def write_entry(directory, manifest, files):
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    manifest_bytes = atomic.json_bytes(manifest)
     with open(directory / ARCHIVE, "wb") as raw:
         with tarfile.open(fileobj=raw, mode="w:xz") as tar:
             add_bytes(tar, MANIFEST, manifest_bytes)
@@ -297,10 +329,17 @@ def write_entry(directory, manifest, files):
                 add_bytes(tar, f"profile/{f.name}", f.read_bytes())
         raw.flush()
         os.fsync(raw.fileno())
-    write_synced(directory / MANIFEST, manifest_bytes)
-    sums = "".join(f"{sha256_file(directory / name)}  {name}\n" for name in (ARCHIVE, MANIFEST))
-    write_synced(directory / SUMS, sums.encode())
+    atomic.write(directory / MANIFEST, manifest_bytes)
+    write_sums(directory)
     sync_dir(directory)
+
+
+def write_sums(directory, kind=None):
+    """An entry's sha256sums.txt: its archive and manifest, and once promoted (`kind`: kind.json's new bytes) its kind."""
+    sums = {name: sha256_file(directory / name) for name in (ARCHIVE, MANIFEST)}
+    if kind is not None:
+        sums[KIND] = hashlib.sha256(kind).hexdigest()
+    atomic.write(directory / SUMS, "".join(f"{digest}  {name}\n" for name, digest in sums.items()).encode())
 
 
 def add_bytes(tar, name, data):
@@ -309,13 +348,6 @@ def add_bytes(tar, name, data):
     info.mode = 0o644
     info.mtime = int(time.time())
     tar.addfile(info, fileobj=io.BytesIO(data))
-
-
-def write_synced(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def sync_dir(path):
@@ -351,20 +383,32 @@ def readable_functions(directory, files, version):
 
 
 def check_sums(entry):
-    problems = []
+    if not (entry.path / SUMS).is_file():
+        return [f"{SUMS} is missing"]
+    listed = listed_sums(entry)
+    promoted = (entry.path / KIND).is_file() or KIND in listed
+    problems = [sum_problem(entry, name, listed) for name in (ARCHIVE, MANIFEST, *([KIND] if promoted else []))]
+    return [problem for problem in problems if problem]
+
+
+def listed_sums(entry):
+    """{file name: checksum} as sha256sums.txt lists them ({} without one)."""
     sums_file = entry.path / SUMS
     if not sums_file.is_file():
-        return [f"{SUMS} is missing"]
-    listed = dict(reversed(line.split(None, 1)) for line in sums_file.read_text().splitlines() if line.strip())
-    for name in (ARCHIVE, MANIFEST):
-        path = entry.path / name
-        if name not in listed:
-            problems.append(f"{SUMS} does not list {name}")
-        elif not path.is_file():
-            problems.append(f"{name} is missing")
-        elif sha256_file(path) != listed[name].strip():
-            problems.append(f"{name} does not match its checksum (truncated or corrupted)")
-    return problems
+        return {}
+    lines = sums_file.read_text(errors="replace").splitlines()
+    return {name.strip(): digest for digest, _, name in (line.partition(" ") for line in lines if line.strip())}
+
+
+def sum_problem(entry, name, listed):
+    """What is wrong with one file of an entry against sha256sums.txt, or None."""
+    if name not in listed:
+        return f"{SUMS} does not list {name}"
+    if not (entry.path / name).is_file():
+        return f"{name} is missing"
+    if sha256_file(entry.path / name) != listed[name]:
+        return f"{name} does not match its checksum (truncated, corrupted or changed by hand)"
+    return None
 
 
 def unpack(entry, dest):
@@ -480,15 +524,9 @@ def import_profile(ctx, log):
                                 ctx.compiler.version, fingerprint(ctx.config.cmake_args))
     if differs:
         raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    unpacking = ctx.profile.with_name(ctx.profile.name + ".importing")
-    shutil.rmtree(unpacking, ignore_errors=True)
-    try:
-        unpack(entry, unpacking)
-    except PipelineError:
-        shutil.rmtree(unpacking, ignore_errors=True)
-        raise
+    # Whatever the profile directory held is no longer this build's profile, whether the import succeeds or not.
     shutil.rmtree(ctx.profile, ignore_errors=True)
-    unpacking.rename(ctx.profile)
+    atomic.place(ctx.profile, lambda unpacking: unpack(entry, unpacking))
     source = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
     stale = manifest["source"]["checksum"] != source["checksum"]
     figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
@@ -513,13 +551,16 @@ def import_profile(ctx, log):
 
 def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
-    # A release's profile is pending until the release is published (after the benchmark gate):
-    # a refused release must not become `--profile-from latest`.
-    kind = "pending" if ctx.settings.archive_kind == "release" else ctx.settings.archive_kind
-    entry = store(ctx.workdir, root_of(ctx.settings.archive), kind,
+    entry = store(ctx.workdir, root_of(ctx.settings.archive), unpublished_kind(ctx.settings),
                   out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
     contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
                    {"root": str(entry.root), "entry": entry.name, "kind": entry.kind()})
+
+
+def unpublished_kind(settings):
+    """The kind a build's profile is archived as: a release's is pending until the release is published
+    (after the benchmark gate; `promote`), so that a refused release never becomes `--profile-from latest`."""
+    return "pending" if settings.archive_kind == "release" else settings.archive_kind
 
 
 # --- pruning ------------------------------------------------------------------
@@ -540,8 +581,8 @@ def prune(root, keep, dry_run, out=print):
             removed.append(entry)
             out(f"{'would remove' if dry_run else 'removing'} {entry.name}")
             if not dry_run:
-                # Out of sight first, so that no reader finds half an entry.
-                doomed = entry.path.with_name(f".{entry.profile_id}.removing")
+                # Out of sight first, so that no reader finds half an entry; a killed prune's is swept.
+                doomed = atomic.hidden(entry.path)
                 try:
                     entry.path.rename(doomed)
                     shutil.rmtree(doomed)
@@ -568,10 +609,12 @@ def register(subparsers):
     store_cmd.add_argument("--workdir", required=True)
     store_cmd.add_argument("--kind", choices=KINDS,
                            help="release (kept forever), pending (a release not yet published) or nightly "
-                           "(pruned); default: the build's --archive-kind")
+                           "(pruned); default: pending for a release build (promote it once published), "
+                           "nightly for a nightly")
     promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
     promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
-    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived")
+    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived "
+                             "(default --archive: the work directory's)")
     promote_cmd.add_argument("--kind", choices=KINDS, default="release", help="default: release")
     list_cmd = action("list", cmd_list, "list the archived profiles")
     list_cmd.add_argument("--json", action="store_true")
@@ -589,13 +632,18 @@ def cmd_store(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
     root = root_of(args.archive or settings.archive)
-    store(workdir, root, args.kind or settings.archive_kind)
+    store(workdir, root, args.kind or unpublished_kind(settings))
 
 
 def cmd_promote(args):
     if bool(args.name) == bool(args.workdir):
         raise PipelineError("give the archived profile's name or --workdir (one of them)")
-    promote(root_of(args.archive), args.name or archived_entry(Workdir(args.workdir)), args.kind)
+    if args.name:
+        promote(root_of(args.archive), args.name, args.kind)
+        return
+    # The archive the work directory's build stored into and reused from, as `store` takes it.
+    workdir = Workdir(args.workdir)
+    promote(root_of(args.archive or workdir.load_settings().archive), archived_entry(workdir, "promoted"), args.kind)
 
 
 def cmd_list(args):

@@ -1,50 +1,96 @@
-"""Folders made hidden next to their final place, then renamed into it: readers see all or nothing.
+"""Files and folders made hidden next to their final place, then renamed into it: readers see all or nothing.
 
-The hidden folder's name says which host and process is filling it
-(`.<name>.<host>.<pid>.partial`), so the next writer into the same parent
-removes those a killed process left behind (a SIGKILLed `pgo package` of
-MariaDB leaves hundreds of MB) and leaves those of a live one alone.
+Every hidden name says which host and process is filling it
+(`.<name>.<host>.<pid>.partial`): two writers of one file never share it, and
+the next writer into the same folder removes those a killed process left
+behind (a SIGKILLed `pgo package` of MariaDB leaves hundreds of MB) and leaves
+those of a live one, or of another host, alone.
 """
 
+import json
 import os
 import shutil
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 SUFFIX = ".partial"
 
 
+def hidden(final):
+    """This process's hidden name for `final`, in the same folder (so that the rename is atomic)."""
+    final = Path(final)
+    return final.parent / f".{final.name}.{socket.gethostname()}.{os.getpid()}{SUFFIX}"
+
+
 def place(final, fill):
-    """Call fill(path) to make `path` in a hidden folder, then rename it to `final`.
+    """Call fill(path) to make the folder `path` hidden, then rename it to `final`.
 
     Returns False, keeping nothing, when `final` appeared meanwhile (another
     writer was first); a non-empty folder is never replaced. On any failure
     nothing is left behind.
     """
     final = Path(final)
-    sweep(final.parent)
-    hidden = final.parent / f".{final.name}.{socket.gethostname()}.{os.getpid()}{SUFFIX}"
-    shutil.rmtree(hidden, ignore_errors=True)    # this process's own, from an earlier failed try
-    try:
-        hidden.mkdir(parents=True)
-        fill(hidden / final.name)
+    with scratch(final) as folder:
+        fill(folder / final.name)
         try:
-            (hidden / final.name).rename(final)
+            (folder / final.name).rename(final)
         except OSError:
             if not final.is_dir():
                 raise
             return False
         return True
+
+
+@contextmanager
+def scratch(final):
+    """A hidden folder of this process next to `final`, for what is renamed out of it; removed at the end."""
+    folder = hidden(final)
+    sweep(folder.parent)
+    remove(folder)      # this process's own, from an earlier failed try
+    try:
+        folder.mkdir(parents=True)
+        yield folder
     finally:
-        shutil.rmtree(hidden, ignore_errors=True)
+        remove(folder)
+
+
+def write(path, data):
+    """Replace the file `path` by `data` (bytes), synced: readers see the old file or the new one."""
+    path = Path(path)
+    sweep(path.parent)
+    partial = hidden(path)
+    try:
+        with open(partial, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_json(path, data):
+    write(path, json_bytes(data))
+
+
+def json_bytes(data):
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
 def sweep(parent):
-    """Remove the hidden folders in parent whose process on this host is gone."""
+    """Remove the hidden files and folders in parent whose process on this host is gone."""
     for path in Path(parent).glob(f".*{SUFFIX}"):
         writer, _, pid = path.name.removesuffix(SUFFIX).rpartition(".")
         if writer.endswith(f".{socket.gethostname()}") and pid.isdigit() and not alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
+            remove(path)
+
+
+def remove(path):
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def alive(pid):

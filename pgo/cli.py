@@ -67,10 +67,10 @@ def make_parser():
     build.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
     build.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
     build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
-    build.add_argument("--max-mismatch", type=int,
+    build.add_argument("--max-mismatch", type=checked(count),
                        help="functions whose profile the optimising compiler may discard (coverage-mismatch); "
                        "default 0, or 1%% of the profile's functions with --profile-from")
-    build.add_argument("--min-hot-coverage", type=float,
+    build.add_argument("--min-hot-coverage", type=checked(share),
                        help="share of hot objects that must get a profile; default 0.3, or 90%% of the "
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
@@ -117,12 +117,33 @@ def checked(validate):
     return convert
 
 
+def count(text):
+    if not (text.isascii() and text.isdigit()):
+        raise PipelineError(f"expected a number of functions, 0 or more, not {text!r}")
+    return int(text)
+
+
+def share(text):
+    """A share of the hot objects a PGO build must cover: above 0 (a build that used no profile is no PGO
+    build), at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise PipelineError(f"expected a share above 0 and at most 1 (0.3 is 30%), not {text!r}")
+    return value
+
+
 def cmd_build(args):
     archive_root = archive.root_of(args.archive)
     if args.profile_from and args.pgo == "off":
         raise PipelineError("--profile-from needs a PGO build; drop --pgo off")
     if args.accept_stale and not args.profile_from:
         raise PipelineError("--accept-stale applies only to a build with --profile-from")
+    if args.git_ref and source.kind_of(args.source) != "git":
+        # Taken as it is, the build would be of whatever the source holds, not of that ref.
+        raise PipelineError(f"--git-ref applies only to a git URL --source, not to {args.source!r}")
     if args.profile_from:
         profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
     else:

@@ -19,8 +19,9 @@ import uuid
 from dataclasses import dataclass
 
 from pgo import PipelineError, profile
+from pgo.atomic import write_json
 from pgo.toolchain import fingerprint
-from pgo.workdir import read_json, write_json
+from pgo.workdir import read_json
 
 SETTINGS, STATE = "settings.json", "state.json"
 SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
@@ -49,6 +50,8 @@ ITEMS = (
          "the instrumented, then the optimised build tree; its build token"),
     Item("build/instrumented-install", ("instrumented",), ("train",), "the instrumented server the training runs"),
     Item(PROFILE, ("train", "import"), ("check", "optimized", "archive"), "the .gcda set; profile id = its checksum"),
+    Item("train", ("train",), ("check",),
+         "the training's work folder: its report (archived with the profile) and the setup's counters"),
     Item(PROFILE_CHECK, ("check", "import"), ("optimized", "archive"),
          "profile id and the profile's figures, with the check's identity"),
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
@@ -254,13 +257,15 @@ def staged_build(workdir):
     return info
 
 
-def trained_profile(workdir, settings):
-    """The profile of a work directory whose check and optimised build passed with it, or an error."""
+def proven_profile(workdir, settings, use):
+    """The id of a work directory's profile, proven: the phase that made it (the training's check, or the
+    import of a reused one) and the optimised build succeeded with it, and it is still there. Else an
+    error that says the profile is not `use`d (archived, promoted)."""
     done = workdir.state()["done"]
-    for phase in ("check", "optimized"):
+    for phase in ("import" if settings.profile_from else "check", "optimized"):
         if phase not in done:
             raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
-                                "its profile is not proven, so it is not archived")
+                                f"its profile is not proven, so it is not {use}")
     now = profile.profile_id(workdir.profile(settings), settings.version)
     used = done["optimized"]["identity"][PROFILE_ID]
     if now != used:

@@ -29,7 +29,7 @@ from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
-from pgo.workdir import REPO, Workdir, write_json
+from pgo.workdir import REPO, Workdir
 
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
@@ -179,7 +179,7 @@ def publish(args):
 def write_buildinfo(build, fmt, folder, packages, identity):
     info = build.info
     state = build.workdir.state()["done"]
-    write_json(folder / "buildinfo.json", {
+    atomic.write_json(folder / "buildinfo.json", {
         "product": info["product"],
         "format": fmt,
         "version": info["version"],
@@ -351,7 +351,7 @@ def rebuild(build, fmt, cmake_extra):
     from pgo import archive
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
-        entry = archive.archived_entry(build.workdir)
+        entry = archive.archived_entry(build.workdir, "packaged")
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = archive.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pgo import PipelineError, archive, contract, lines, profile, source
+from pgo.atomic import write_json
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import detect, gcov_binary, pgo_flags
-from pgo.workdir import REPO, read_json, write_json
+from pgo.workdir import REPO, read_json
 
 
 @dataclass(frozen=True)

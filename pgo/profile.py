@@ -239,7 +239,10 @@ def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     if warnings["coverage_mismatch"] > max_mismatch:
         problems.append(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
                         "the profile does not fit this source; see the build log")
-    if coverage < min_hot_coverage:
+    if coverage == 0:
+        # Whatever the limits say: a build that used no profile is no PGO build.
+        problems.append("no hot object got a profile: the profile does not fit this build at all")
+    elif coverage < min_hot_coverage:
         problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
                         f"{min_hot_coverage:.0%}): the profile does not fit this build")
     return dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3),

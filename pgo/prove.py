@@ -39,14 +39,38 @@ def register(subparsers):
 
 def cmd_prove(args):
     folder = Path(args.folder).resolve()
-    info = read_json(folder / "buildinfo.json")
-    check_checksums(folder)
+    info = load_buildinfo(folder)
     check_label(info)
     say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
     comment = PROVERS[info["format"]](folder, info, args)
     check_mark(comment, info)
     say(f"proof passed: version comment '{comment}'")
+
+
+# What the proof reads of buildinfo.json (pgo/package.py writes it), and the types it reads.
+READS = {"product": str, "format": str, "version": str, "package_version": str, "release": int,
+         "profile_id": (str, type(None)), "profile_use": (dict, type(None)), "compiler": dict, "binary": dict}
+
+
+def load_buildinfo(folder):
+    """A published folder's buildinfo.json, once its checksums match, with every field the proof reads."""
+    path = folder / "buildinfo.json"
+    if not path.is_file():
+        raise PipelineError(f"{folder} has no buildinfo.json: it is not a folder `pgo package` published")
+    check_checksums(folder)
+    info = read_json(path)
+    if isinstance(info, dict):
+        info.setdefault("profile_use", None)    # a folder of a pgo before profile checks were recorded
+    wrong = [key for key, kind in READS.items() if not isinstance(info, dict) or key not in info
+             or not isinstance(info[key], kind)]
+    if not wrong:
+        wrong = [name for name, ok in (("format", info["format"] in PROVERS),
+                                       ("compiler.version", "version" in info["compiler"]),
+                                       ("binary.name", "name" in info["binary"])) if not ok]
+    if wrong:
+        raise PipelineError(f"{path} is not one `pgo package` wrote: {', '.join(wrong)} missing or wrong")
+    return info
 
 
 def check_checksums(folder):

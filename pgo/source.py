@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,13 +97,12 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
             spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
     else:
         ref = git_ref or f"{product.name}-{version}"
-        checkout = Path(tempfile.mkdtemp(prefix=".git-checkout-", dir=ensure_dir(src_root)))
-        try:
+        # The tree's name is its commit, known only once checked out: check out in a hidden folder that
+        # names this process (a killed clone's is swept by the next one), then rename it.
+        with atomic.scratch(ensure_dir(src_root) / "git-checkout") as checkout:
             commit = git_checkout(spec, ref, checkout / "tree", cache / "git", log)
             source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
             tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
-        finally:
-            shutil.rmtree(checkout, ignore_errors=True)
     require_version(tree, version, source.origin)
     return source, tree
 
@@ -205,11 +203,12 @@ def debian_orig_tarball(package, version, cache, log=None):
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
         replace_dir(folder)
-        partial = folder.with_name(folder.name + ".partial")
-        replace_dir(partial)
-        partial.mkdir()
-        _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
-        partial.rename(folder)
+
+        def download(partial):
+            partial.mkdir()
+            _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
+
+        atomic.place(folder, download)     # or another build downloaded it meanwhile: verified below
     verify_dsc(dsc)
     tarballs = sorted(folder.glob(f"{package}_{upstream}.orig.tar.*"))
     tarballs = [t for t in tarballs if not t.name.endswith(".asc")]

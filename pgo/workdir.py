@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pgo import PipelineError
+from pgo.atomic import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,8 +69,12 @@ class Workdir:
     def load_settings(self):
         if not self.settings_file.is_file():
             raise PipelineError(f"{self.root} is not a work directory of `pgo build` (no settings.json)")
-        data = json.loads(self.settings_file.read_text())
-        return Settings(**dict(data, cmake_extra=tuple(data.get("cmake_extra", ()))))
+        data = read_json(self.settings_file)
+        try:
+            return Settings(**dict(data, cmake_extra=tuple(data.get("cmake_extra", ()))))
+        except (TypeError, ValueError, AttributeError) as e:
+            raise PipelineError(f"{self.settings_file} holds settings this pgo does not know ({e}); "
+                                "use another --workdir, or --fresh to start over") from None
 
     def save_settings(self, settings, fresh=False):
         if self.settings_file.is_file() and not fresh:
@@ -86,7 +91,9 @@ class Workdir:
 
     # state: which phases are done (pgo/contract.py says what each record holds) and which failed
     def state(self):
-        state = json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
+        state = read_json(self.state_file) if self.state_file.is_file() else {}
+        if not isinstance(state, dict) or not all(isinstance(state.get(key, {}), dict) for key in ("done", "failed")):
+            raise PipelineError(f"{self.state_file} holds no phase records: start over with `pgo build --fresh`")
         return {"done": {}, "failed": {}, **state}
 
     def mark_done(self, phase, seconds, record):
@@ -125,16 +132,11 @@ class Workdir:
             yield
 
 
-def write_json(path, data):
-    """Write JSON atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
 def read_json(path):
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise PipelineError(f"{path} is missing: run the phase that writes it first") from None
+    except ValueError as e:
+        # pgo writes whole files only (pgo/atomic.py): this one was changed, or damaged, outside it.
+        raise PipelineError(f"{path} is not valid JSON ({e}): it was changed or damaged outside pgo") from None

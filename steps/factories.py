@@ -153,10 +153,10 @@ def release_factory(settings, platform):
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
         "--out", BENCH, *settings.bench_options, *gate_options(settings)],
         read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
-    # The archive phase stored the profile for later builds (--profile-from);
-    # the release's own one-entry archive is published with its packages.
+    # The archive phase stored the profile for later builds (--profile-from); the
+    # release's own one-entry archive is published with its packages, or not at all.
     f.addStep(pgo_step(settings, "release-profile",
-                       ["archive", "store", "--workdir", WORK, "--archive", RELEASE_PROFILE]))
+                       ["archive", "store", "--workdir", WORK, "--archive", RELEASE_PROFILE, "--kind", "release"]))
     f.addStep(bb_steps.DirectoryUpload(name="upload-profile", workersrc=RELEASE_PROFILE,
                                        masterdest=staging(settings, "profile-archive"),
                                        haltOnFailure=True))

@@ -79,7 +79,9 @@ def hidden_leftovers(root):
 
 
 def rewrite_sums(entry_path):
-    lines = [f"{archive.sha256_file(entry_path / name)}  {name}\n" for name in (archive.ARCHIVE, archive.MANIFEST)]
+    """Checksums that agree with whatever the entry now holds: only deeper checks can catch a change."""
+    names = [name for name in (archive.ARCHIVE, archive.MANIFEST, archive.KIND) if (entry_path / name).is_file()]
+    lines = [f"{archive.sha256_file(entry_path / name)}  {name}\n" for name in names]
     (entry_path / archive.SUMS).write_text("".join(lines))
 
 
@@ -398,3 +400,53 @@ def test_a_nightly_profile_stored_again_as_a_release_is_promoted_never_demoted(t
     ok(pgo("archive", "prune", "--keep", "1", archive_root=root))
     assert archive.entries(root) == [entry]
     one_line_error(pgo("archive", "promote", "--workdir", work, entry.name, archive_root=root), "one of them")
+
+
+def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_path):
+    """kind.json decides what prune removes and what `latest` takes: sha256sums.txt covers it."""
+    root = tmp_path / "archive"
+    ok(build(tmp_path / "work", root, "--archive-kind", "nightly"))
+    ok(store(tmp_path / "work", root, "--kind", "release"))
+    entry = only_entry(root)
+    assert ok(pgo("archive", "verify", archive_root=root)).stdout.startswith("ok ")
+    promoted = (entry.path / archive.KIND).read_text()
+    # A release demoted by hand would be pruned like a nightly.
+    (entry.path / archive.KIND).write_text(json.dumps({"kind": "nightly", "history": []}))
+    failed = pgo("archive", "verify", archive_root=root)
+    assert failed.returncode == 1 and "kind.json does not match its checksum" in failed.stdout
+    one_line_error(pgo("archive", "prune", "--keep", "1", archive_root=root), entry.name, "its kind is unknown")
+    one_line_error(pgo("archive", "list", archive_root=root), "kind.json does not match its checksum")
+    assert archive.entries(root) == [entry]
+    (entry.path / archive.KIND).write_text(promoted)
+    ok(pgo("archive", "verify", archive_root=root))
+
+    # A pending profile (a release not yet published) made a release by a kind.json of its own.
+    pending_root = tmp_path / "pending"
+    ok(build(tmp_path / "unpublished", pending_root))
+    pending = only_entry(pending_root)
+    (pending.path / archive.KIND).write_text(json.dumps({"kind": "release", "history": []}))
+    failed = pgo("archive", "verify", archive_root=pending_root)
+    assert failed.returncode == 1 and "sha256sums.txt does not list kind.json" in failed.stdout
+    one_line_error(build(tmp_path / "reuse", pending_root, "--profile-from", "latest"), pending.name,
+                   "its kind is unknown")
+
+
+def test_promoting_a_work_directorys_profile_promotes_it_in_the_archive_its_build_used(tmp_path):
+    """Not in $PGO_ARCHIVE's: a copy of the archive there (a mirror, an upload) keeps its own kinds."""
+    root, mirror, work = tmp_path / "archive", tmp_path / "mirror", tmp_path / "work"
+    ok(build(work, root))
+    shutil.copytree(root, mirror)
+    promoted = ok(pgo("archive", "promote", "--workdir", work, archive_root=mirror))
+    assert "promoted from pending to release" in promoted.stdout
+    assert kinds(root) == ["release"] and kinds(mirror) == ["pending"]
+
+
+def test_a_release_builds_profile_stored_by_hand_is_pending_until_published(trained, tmp_path):
+    """`pgo archive store --workdir` stores as the archive phase does: no release profile before publishing."""
+    work, _ = trained
+    root = tmp_path / "archive"
+    ok(store(work, root))
+    assert kinds(root) == ["pending"]
+    one_line_error(build(tmp_path / "reuse", root, "--profile-from", "latest"), "no archived profile", "fits")
+    ok(pgo("archive", "promote", "--workdir", work, "--archive", root, archive_root=root))
+    assert kinds(root) == ["release"]

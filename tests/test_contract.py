@@ -9,13 +9,16 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import sys
+import time
 
 import pytest
 
-from conftest import FIXTURE, run_pgo
+from conftest import FIXTURE, REPO, run_pgo
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINING_BINARY = ("build", "instrumented-install", "bin", "fixture")
@@ -149,6 +152,40 @@ def test_rerunning_a_phase_removes_every_later_output(tmp_path, archive_root):
     assert set(json_of(workdir / "state.json")["done"]) == {"source", "instrumented", "train"}
 
 
+def kinds(pgo):
+    return {row["name"]: row["kind"] for row in json.loads(pgo("archive", "list", "--json").stdout)}
+
+
+def test_a_reused_profile_is_archived_and_promoted_only_after_its_optimised_build_passed(tmp_path, archive_root):
+    """A build that reuses an archived profile stores and promotes the entry it reused (Buildbot's
+    release-profile and promote-profile steps): only when its optimised build passed with it, as a
+    trained profile is archived only after its check and optimised build passed."""
+    pgo, trained = pgo_in(archive_root), tmp_path / "trained"
+    assert pgo(*BUILD, "--workdir", trained).returncode == 0
+    [name] = kinds(pgo)
+    changed = tmp_path / "changed"       # 1.0.0 again, but the hot loop's control flow differs
+    shutil.copytree(FIXTURE, changed)
+    hot = changed / "src" / "hot.c"
+    loop = "h = (h << 5) | (h >> 27);"
+    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))
+    reuse, published = tmp_path / "reuse", tmp_path / "release-profile"
+    reusing = [*BUILD[:-1], changed, "--workdir", reuse, "--profile-from", name]
+    assert pgo(*reusing, "--phase", "source", "--phase", "import").returncode == 0
+    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+        refused(pgo(*command, "--workdir", reuse), "phase optimized", "has not succeeded",
+                f"its profile is not proven, so it is not {use}")
+    refused(pgo(*reusing), "coverage-mismatch warnings")
+    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+        refused(pgo(*command, "--workdir", reuse), "phase optimized", f"so it is not {use}")
+    assert not published.exists() and kinds(pgo) == {name: "pending"}
+    # The same profile on its own source: the optimised build passes, and its entry is the release's.
+    passed = tmp_path / "passed"
+    assert pgo(*BUILD, "--workdir", passed, "--profile-from", name).returncode == 0
+    assert pgo("archive", "store", "--workdir", passed, "--archive", published).returncode == 0
+    assert pgo("archive", "promote", "--workdir", passed).returncode == 0
+    assert kinds(pgo) == {name: "release"} and archived(published)
+
+
 # --- the label is the binary's own check ----------------------------------------------
 
 def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, archive_root):
@@ -167,6 +204,21 @@ def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, 
     refused(pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9"),
             "only 50% of the hot objects got a profile")
 
+
+@pytest.mark.parametrize("limit, message", [
+    (["--min-hot-coverage", "0"], "expected a share above 0 and at most 1"),
+    (["--min-hot-coverage", "7"], "expected a share above 0 and at most 1"),
+    (["--max-mismatch", "-3"], "expected a number of functions, 0 or more"),
+])
+def test_limits_that_pass_a_build_without_profile_or_none_are_refused_before_building(
+        tmp_path, archive_root, limit, message):
+    """A minimum hot coverage of 0 would label a build that used no profile PGO; one above 1, or a
+    negative mismatch limit, fails every build, but only after the training and both builds."""
+    workdir = tmp_path / "w"
+    result = pgo_in(archive_root)(*BUILD, "--workdir", workdir, *limit)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr and limit[0] in result.stderr
+    assert not workdir.exists()
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
@@ -224,6 +276,45 @@ def test_a_staged_build_whose_tree_was_rebuilt_is_not_packaged(published, tmp_pa
     assert not out.exists()
 
 
+# --- a damaged record is one line, never a traceback ---------------------------------------
+
+def one_line(result, *phrases):
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return refused(result, *phrases)
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("state.json", lambda text: text[:len(text) // 2], "state.json is not valid JSON"),
+    ("state.json", lambda text: "[]", "state.json holds no phase records"),
+    ("settings.json", lambda text: json.dumps(dict(json.loads(text), from_a_newer_pgo=1)),
+     "settings.json holds settings this pgo does not know"),
+])
+def test_a_damaged_work_directory_record_is_one_line(published, tmp_path, name, damage, message):
+    workdir = tmp_path / "w"
+    shutil.copytree(published / "w", workdir, symlinks=True)
+    (workdir / name).write_text(damage((workdir / name).read_text()))
+    one_line(run_pgo("phase", "stage", "--workdir", workdir, check=False), message)
+    if name == "state.json":        # what says which phases succeeded, so what may be packaged
+        one_line(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "out",
+                         check=False), message)
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("buildinfo, message", [
+    ("{not json", "buildinfo.json is not valid JSON"),
+    ("[1]", "buildinfo.json is not one `pgo package` wrote"),
+    ('{"format": "zip"}', "buildinfo.json is not one `pgo package` wrote"),
+])
+def test_proving_a_folder_pgo_package_did_not_write_is_one_line(tmp_path, buildinfo, message):
+    from pgo.checksums import write_sha256sums
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "buildinfo.json").write_text(buildinfo)
+    write_sha256sums(folder)
+    one_line(run_pgo("prove", folder, check=False), message)
+    one_line(run_pgo("prove", tmp_path / "nothing", check=False), "has no buildinfo.json")
+
+
 # --- one work directory, one command ------------------------------------------------
 
 def test_a_second_command_on_a_busy_work_directory_refuses(tmp_path, archive_root):
@@ -265,3 +356,45 @@ def test_packaging_sweeps_the_hidden_folders_of_killed_runs(published, tmp_path)
     assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", tmp_path / "out")
     assert not killed.exists() and running.is_dir() and elsewhere.is_dir()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [elsewhere.name, running.name]
+
+
+def fixture_git_repo(tmp_path):
+    """The fixture as an upstream git repository with its release tag."""
+    repo = tmp_path / "upstream"
+    shutil.copytree(FIXTURE, repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "1.0.0"], ["tag", "fixture-1.0.0"]):
+        subprocess.run([*git, *command], check=True)
+    return f"file://{repo}"
+
+
+def test_a_killed_git_checkout_is_swept_by_the_next_source_phase(tmp_path, archive_root):
+    """A git source is checked out hidden, then renamed to its tree: a source phase SIGKILLed
+    while cloning leaves that hidden checkout, and the next one removes it."""
+    url, cache, workdir = fixture_git_repo(tmp_path), tmp_path / "cache", tmp_path / "w"
+    stalled = tmp_path / "bin"
+    stalled.mkdir()
+    cloning = tmp_path / "cloning"
+    # The checkout's clone (of the cached mirror) stalls until the test kills the whole pgo command.
+    (stalled / "git").write_text(f'#!/bin/sh\ncase "$*" in *--mirror*) ;; *clone*) touch "{cloning}"; sleep 60;; '
+                                 f'esac\nexec "{shutil.which("git")}" "$@"\n')
+    (stalled / "git").chmod(0o755)
+    build = ["build", "--version", "1.0.0", "--config", "fixture", "--source", url, "--cache", cache,
+             "--workdir", workdir, "--phase", "source"]
+    command = subprocess.Popen([sys.executable, "-m", "pgo", *map(str, build)], cwd=REPO, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PGO_ARCHIVE": str(archive_root),
+                                    "PATH": f"{stalled}{os.pathsep}{os.environ['PATH']}"})
+    try:
+        for _ in range(600):
+            if cloning.exists() or command.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert cloning.exists(), "the checkout never started"
+    finally:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.wait()
+    hidden = lambda: sorted(p.name for p in (cache / "src").iterdir() if p.name.startswith("."))
+    assert len(hidden()) == 1           # the killed checkout's
+    assert pgo_in(archive_root)(*build).returncode == 0
+    assert hidden() == [] and len(list((cache / "src").iterdir())) == 1

@@ -170,6 +170,7 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
     (["--version", "1.0.0", "--cc", "no-such-gcc"], "compiler 'no-such-gcc' not found"),
     (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
     (["--version", "1.0.0", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
+    (["--version", "1.0.0", "--git-ref", "fixture-1.0.1"], "--git-ref applies only to a git URL --source"),
 ])
 def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     base = ["build", "--config", "fixture", "--source", FIXTURE, "--workdir", tmp_path / "w"]
@@ -238,6 +239,8 @@ def test_the_contract_names_every_path_the_phases_use(pgo):
             assert all(path in items for path in phase["inputs"] + phase["outputs"])
     # Two different files, two different writers: the work directory's and the published folder's.
     assert items["build-info.json"]["written_by"] == ["stage"]
+    # The training's report goes into the archived manifest: the check reads it from the training that succeeded.
+    assert (items["train"]["written_by"], items["train"]["read_by"]) == (["train"], ["check"])
     assert items["buildinfo.json"]["written_by"] == ["pgo package"]
     assert "every phase" in items["state.json"]["written_by"]
     assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout

@@ -239,6 +239,15 @@ def test_functions_without_profile_take_their_object_out_of_the_hot_coverage():
     assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]
 
 
+def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path):
+    """The label's own check: 0% hot coverage is no PGO build, even under limits that allow anything."""
+    build, _ = fake_tree(tmp_path, ["sql/CMakeFiles/sql.dir/a.cc.o", "sql/CMakeFiles/sql.dir/b.cc.o"], [])
+    warnings = {"coverage_mismatch": 0, "missing_profile_hot": 2}
+    verdict = profile.judge_use(warnings, build, ["sql"], max_mismatch=10**6, min_hot_coverage=0)
+    assert verdict["hot_coverage"] == 0 and not verdict["passed"]
+    assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
+    assert profile.judge_use(dict(warnings, missing_profile_hot=1), build, ["sql"], 0, 0.5)["passed"]
+
 def test_training_compiles_with_the_builds_compiler():
     """profile_load links the instrumented client library: only the build's own compiler (and its
     libgcov) fits it, and a build VM has no `cc` besides that compiler."""

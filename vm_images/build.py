@@ -19,10 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+from pgo.atomic import write_json
 from pgo.source import sha256_file
 from vm_images import ImageError, chroot
 from vm_images.definition import MASTER_REQUIREMENTS
-from vm_images.store import now, write_json
+from vm_images.store import now
 
 TOOLS = {"mmdebstrap": "mmdebstrap", "mke2fs": "e2fsprogs", "qemu-img": "qemu-utils",
          "zstd": "zstd", "unshare": "util-linux", "dpkg-query": "dpkg"}

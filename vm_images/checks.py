@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pgo.atomic import write_json
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
-from vm_images.store import now, read_json, stamp, write_json
+from vm_images.store import now, read_json, stamp
 
 REPO_IN_IMAGE = "/srv/pgo"
 OUT_IN_IMAGE = "/srv/out"

@@ -22,9 +22,10 @@ profiles reusable again by the same rule.
 import time
 from dataclasses import dataclass, field
 
+from pgo.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
-from vm_images.store import now, read_json, stamp, write_json
+from vm_images.store import now, read_json, stamp
 
 
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.

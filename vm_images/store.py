@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo.atomic import write_json
 from vm_images import ImageError
 
 BUILD_ID_RE = re.compile(r"^\d{8}T\d{6}Z$")
@@ -28,14 +29,6 @@ def now():
 def stamp():
     """The time as a name: build ids, rollout ids, test and gate runs (BUILD_ID_RE)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-
-
-def write_json(path, data):
-    """Readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def read_json(path, what):
