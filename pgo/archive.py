@@ -58,7 +58,7 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
-from pgo.source import sha256_file
+from pgo.source import sha256_file, version_key, version_line
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import Workdir, read_json, write_json
 
@@ -96,14 +96,6 @@ def compiler_target(cc):
     if result.returncode != 0 or not result.stdout.strip():
         raise PipelineError(f"'{cc} -dumpmachine' failed: cannot tell the compiler's target platform")
     return result.stdout.strip()
-
-
-def version_line(version):
-    return ".".join(version.split(".")[:2])
-
-
-def version_key(version):
-    return tuple(int(part) for part in version.split("."))
 
 
 # --- entries ------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 
 from pgo import PipelineError, archive, bench, contract, lines, package, source
-from pgo.config import config_names
+from pgo.config import build_config, config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir
@@ -118,6 +118,7 @@ def checked(validate):
 
 
 def cmd_build(args):
+    build_config(args.config).require_version(args.version)
     archive_root = archive.root_of(args.archive)
     if args.profile_from and args.pgo == "off":
         raise PipelineError("--profile-from needs a PGO build; drop --pgo off")

@@ -57,7 +57,8 @@ class Context:
 def fetch_source(ctx, log):
     s = ctx.settings
     cache = ctx.workdir.cache(s)
-    src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref, log=log)
+    src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref,
+                             suite=ctx.config.debian_suite, log=log)
     link = ctx.workdir.src
     if link.is_symlink():
         link.unlink()

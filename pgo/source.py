@@ -19,7 +19,8 @@ from pgo import PipelineError, atomic
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
-DEB_SRC_ENTRY = Path("/etc/apt/sources.list.d/pgo-deb-src.sources")
+APT_SOURCES = Path("/etc/apt/sources.list.d")
+OS_RELEASE = Path("/etc/os-release")
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,17 @@ class Source:
 
 def validate_version(version):
     if not VERSION_RE.fullmatch(version or ""):
-        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.18")
+        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.19")
     return version
+
+
+def version_key(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+def version_line(version):
+    """'10.11.19' -> '10.11': the product line a version belongs to."""
+    return ".".join(version.split(".")[:2])
 
 
 def kind_of(spec):
@@ -69,7 +79,7 @@ def sha256_tree(root):
     return digest.hexdigest()
 
 
-def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
+def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
     """Put the source of `product` `version` into a tree under src_root; return (Source, tree).
 
     The tree is named after the source's checksum and shared by every build of
@@ -83,7 +93,7 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
     if kind == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
-        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", log)
+        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", suite, log)
         source = Source(kind, origin, sha256_file(tarball))
         tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(tarball, dest))
     elif kind == "tarball":
@@ -109,20 +119,22 @@ def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
     return source, tree
 
 
-def check_available(spec, version, product, base):
+def check_available(spec, version, config, base):
     """Refuse a version the source does not have, without downloading anything.
 
     A release checks this before it starts, on whatever machine it is started
     from, so only what that machine can see is checked: Debian's archive (when
-    apt knows deb-src entries) and a directory's VERSION file (a relative path
+    apt knows versions of the line) and a directory's VERSION file (a relative path
     is relative to base). A tarball, a git ref, or a path this machine lacks is
     left to fetch(), which checks every source.
     """
+    config.require_version(version)
+    product = config.product
     if spec == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
-        versions = _showsrc_versions(product.debian_source)
-        if versions:
+        versions = debian_versions(product.debian_source)
+        if of_line(versions, version_line(version)):
             matching_debian_version(product.debian_source, version, versions)
         return
     tree = Path(base, spec)
@@ -197,10 +209,10 @@ def unpack_tarball(tarball, dest):
 
 # --- Debian source packages -------------------------------------------------
 
-def debian_orig_tarball(package, version, cache, log=None):
+def debian_orig_tarball(package, version, cache, suite=None, log=None):
     """Download (once) and verify the Debian source package whose upstream version is `version`."""
-    full = debian_version(package, version, log)
-    upstream = full.split(":", 1)[-1].rsplit("-", 1)[0]
+    full = debian_version(package, version, suite, log)
+    upstream = upstream_of(full)
     folder = cache / f"{package}_{full.split(':', 1)[-1]}"
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
@@ -218,39 +230,97 @@ def debian_orig_tarball(package, version, cache, log=None):
     return tarballs[0], f"debian:{package}={full}"
 
 
-def debian_version(package, version, log=None):
-    versions = _showsrc_versions(package)
-    if not versions:
-        ensure_deb_src(log)
-        versions = _showsrc_versions(package)
+def debian_version(package, version, suite=None, log=None):
+    """Debian's full version of upstream `version`; adds the suite's deb-src entry when apt knows none of its line."""
+    versions = debian_versions(package)
+    if not of_line(versions, version_line(version)):
+        ensure_deb_src(suite, log)
+        versions = debian_versions(package)
     return matching_debian_version(package, version, versions)
+
+
+def of_line(versions, line):
+    """The Debian versions (epoch:upstream-revision) of upstream releases of `line` (None: all)."""
+    return [v for v in versions if release_of(v) and (line is None or version_line(release_of(v)) == line)]
+
+
+def upstream_of(debian_version):
+    """'1:11.8.9+ds-0+deb13u1' -> '11.8.9+ds': Debian's upstream version (a repacked tarball adds +ds)."""
+    return debian_version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+
+def release_of(debian_version):
+    """'1:11.8.9+ds-0+deb13u1' -> '11.8.9': the upstream release a Debian version packages (None: none)."""
+    match = re.match(r"[0-9]+\.[0-9]+\.[0-9]+(?![0-9.~])", upstream_of(debian_version))
+    return match.group(0) if match else None
 
 
 def matching_debian_version(package, version, versions):
     """The newest of Debian's versions (epoch:upstream-revision) whose upstream version is `version`."""
-    matching = [v for v in versions if v.split(":", 1)[-1].rsplit("-", 1)[0] == version]
+    matching = [v for v in versions if release_of(v) == version]
     if not matching:
         known = ", ".join(sorted(set(versions))) or "none"
         raise PipelineError(f"unknown version {version}: Debian's archive has {package} {known}")
     return sorted(matching)[-1]
 
 
-def _showsrc_versions(package):
+def debian_versions(package):
+    """Every version of the source package apt knows (apt-cache showsrc), as epoch:upstream-revision."""
     result = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
     return re.findall(r"^Version: (\S+)", result.stdout, re.M)
 
 
-def ensure_deb_src(log=None):
-    """Add a deb-src entry mirroring the configured deb entries, then update the lists."""
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
+def host_suite():
+    """This machine's Debian release (VERSION_CODENAME), or None."""
+    try:
+        return re.search(r"^VERSION_CODENAME=\"?([a-z]+)", OS_RELEASE.read_text(), re.M).group(1)
+    except (OSError, AttributeError):
+        return None
+
+
+def deb_src_entry(suite=None):
+    """The pipeline's deb-src entry for a Debian suite (None: this machine's own suites)."""
+    own = suite is None or suite == host_suite()
+    return APT_SOURCES / ("pgo-deb-src.sources" if own else f"pgo-deb-src-{suite}.sources")
+
+
+def deb_src_text(host_sources, suite=None, host=None):
+    """deb-src entries mirroring this machine's deb entries; for another suite, with its name
+    in place of this machine's (bookworm-security -> trixie-security)."""
+    text = re.sub(r"^Types: deb$", "Types: deb-src", host_sources, flags=re.M)
+    if suite and suite != host:
+        if not host:
+            raise PipelineError(f"cannot derive deb-src entries for {suite}: /etc/os-release names no "
+                                "VERSION_CODENAME for this machine's suites")
+        text = re.sub(r"^Suites:.*$", lambda line: re.sub(rf"\b{host}\b", suite, line.group(0)), text, flags=re.M)
+    return text
+
+
+def ensure_deb_src(suite=None, log=None):
+    """Add the suite's deb-src entry, mirroring the configured deb entries, then update the lists."""
+    sources = APT_SOURCES / "debian.sources"
+    entry = deb_src_entry(suite)
+    if entry.is_file():
+        refresh_deb_src(suite, log)
+        return
     if not sources.is_file():
-        raise PipelineError("no deb-src entry and no /etc/apt/sources.list.d/debian.sources to copy one from")
+        raise PipelineError(f"no deb-src entry and no {sources} to copy one from")
     if os.geteuid() != 0:
-        raise PipelineError("Debian source packages need a deb-src entry: run once as root, "
-                            "or add one as the README explains")
-    text = re.sub(r"^Types: deb$", "Types: deb-src", sources.read_text(), flags=re.M)
-    DEB_SRC_ENTRY.write_text(text)
+        raise PipelineError(f"Debian source packages{' of ' + suite if suite else ''} need a deb-src entry: "
+                            "run once as root, or add one as the README explains")
+    entry.write_text(deb_src_text(sources.read_text(), suite, host_suite()))
     _run(["apt-get", "update"], log=log)
+
+
+def refresh_deb_src(suite=None, log=None):
+    """Update the package lists of the pipeline's deb-src entry for the suite, and no others
+    (as root, when the entry is there): what 'latest' is depends on them."""
+    entry = deb_src_entry(suite)
+    if os.geteuid() != 0 or not entry.is_file():
+        return False
+    _run(["apt-get", "update", "-o", f"Dir::Etc::SourceList={entry}", "-o", "Dir::Etc::SourceParts=-",
+          "-o", "APT::Get::List-Cleanup=0"], log=log)
+    return True
 
 
 def verify_dsc(dsc, quiet=False):

@@ -19,7 +19,7 @@ def refusal(settings, platforms, version, config, source):
         if published.exists():
             return f"{version} is already published for {platform.name} ({published}); a release is never replaced"
     try:
-        check_available(source, version, build_config(config).product, base=settings.repo_on_worker)
+        check_available(source, version, build_config(config), base=settings.repo_on_worker)
     except PipelineError as e:
         return str(e)
     return None

@@ -188,9 +188,9 @@ def test_missing_image_pointer_is_a_clear_error(tmp_path):
         current_image(tmp_path)
 
 
-def debian_mariadb_versions():
+def debian_mariadb_versions(line="10.11"):
     shown = subprocess.run(["apt-cache", "showsrc", "mariadb"], capture_output=True, text=True).stdout
-    return re.findall(r"^Version: \d+:(\S+)-\S+$", shown, re.M)
+    return [v for v in re.findall(r"^Version: \d+:([0-9.]+)-\S+$", shown, re.M) if v.startswith(line + ".")]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")

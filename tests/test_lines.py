@@ -80,7 +80,7 @@ def test_benchmark_pair_is_progress():
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.18 "
+    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.19 "
                            "(see pgo build --help)"),
     (["--version", "1.0.0", "--source", "tests/no-such-source"],
      "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"),

@@ -23,6 +23,18 @@ def test_shipped_configurations_resolve():
     assert minimal.product.name == "mariadb" and "sql" in minimal.product.hot_dirs
 
 
+def test_configurations_name_their_product_line_and_debian_suite():
+    assert (build_config("minimal").line, build_config("minimal").debian_suite) == ("10.11", "bookworm")
+    for name in ("release-11.8", "minimal-11.8"):
+        eleven, ten = build_config(name), build_config(name.removesuffix("-11.8"))
+        assert (eleven.line, eleven.debian_suite) == ("11.8", "trixie") and eleven.cmake_args == ten.cmake_args
+    assert build_config("fixture").line is None and build_config("fixture").require_version("7.1.0") == "7.1.0"
+    assert build_config("minimal").require_version("10.11.19") == "10.11.19"
+    with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line "
+                                            r"11.8 \(configurations for it: minimal-11.8, release-11.8\)"):
+        build_config("minimal").require_version("11.8.9")
+
+
 def config(**configs):
     return {"products": {"p": {"comment_variable": "C", "hot_dirs": ["src"], "train": [["true"]]}},
             "configs": configs}
@@ -41,6 +53,7 @@ def test_inherits_appends_in_order():
     (config(zzz={"product": "nope"}), "unknown product 'nope'"),
     (config(zzz={"product": "p", "cmake": ["WITH_X=1"]}), "is not a -D cache setting"),
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_C_FLAGS=-O3"]}), "the pipeline owns them"),
+    (config(zzz={"product": "p", "line": "11"}), "line '11' is not MAJOR.MINOR"),
 ])
 def test_bad_configurations_are_refused(data, message):
     with pytest.raises(PipelineError, match=message):
@@ -168,6 +181,52 @@ def test_git_source_checks_out_the_tag_and_caches_the_clone(tmp_path):
     assert len(list((tmp_path / "cache" / "git").iterdir())) == 1
     with pytest.raises(PipelineError, match="git ref 'nope' not found"):
         source.fetch(url, "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache", git_ref="nope")
+
+
+# --- Debian's versions -----------------------------------------------------------
+
+@pytest.mark.parametrize("full, upstream, release", [
+    ("1:10.11.19-0+deb12u1", "10.11.19", "10.11.19"),
+    ("1:11.8.9+ds-0+deb13u1", "11.8.9+ds", "11.8.9"),     # trixie repacks the tarball
+    ("1:10.11.20~rc1-1", "10.11.20~rc1", None),           # not a release
+])
+def test_debian_versions_name_their_upstream_release(full, upstream, release):
+    assert (source.upstream_of(full), source.release_of(full)) == (upstream, release)
+
+
+def test_matching_debian_version_takes_a_repacked_tarball():
+    versions = ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1", "1:11.8.9+ds-0+deb13u1"]
+    assert source.matching_debian_version("mariadb", "11.8.9", versions) == "1:11.8.9+ds-0+deb13u1"
+    assert source.of_line(versions, "10.11") == versions[:2] and source.of_line(versions, None) == versions
+    with pytest.raises(PipelineError, match="unknown version 11.8.8: Debian's archive has mariadb 1:10.11.18"):
+        source.matching_debian_version("mariadb", "11.8.8", versions)
+
+
+DEBIAN_SOURCES = """Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+def test_deb_src_entry_of_another_suite_mirrors_this_machines_entries():
+    own = source.deb_src_text(DEBIAN_SOURCES, None, "bookworm")
+    assert own == DEBIAN_SOURCES.replace("Types: deb\n", "Types: deb-src\n")
+    assert source.deb_src_text(DEBIAN_SOURCES, "bookworm", "bookworm") == own
+    trixie = source.deb_src_text(DEBIAN_SOURCES, "trixie", "bookworm")
+    assert "Suites: trixie trixie-updates\n" in trixie and "Suites: trixie-security\n" in trixie
+    assert "bookworm" not in trixie and trixie.count("Types: deb-src\n") == 2
+    assert "URIs: http://deb.debian.org/debian-security" in trixie
+    with pytest.raises(PipelineError, match="cannot derive deb-src entries for trixie"):
+        source.deb_src_text(DEBIAN_SOURCES, "trixie", None)
+    assert source.deb_src_entry("zzz").name == "pgo-deb-src-zzz.sources"
 
 
 def test_dsc_verification_catches_a_corrupted_download(tmp_path):
