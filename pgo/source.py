@@ -19,6 +19,7 @@ from pgo import PipelineError, atomic
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+LATEST = "latest"
 APT_SOURCES = Path("/etc/apt/sources.list.d")
 OS_RELEASE = Path("/etc/os-release")
 
@@ -34,6 +35,11 @@ def validate_version(version):
     if not VERSION_RE.fullmatch(version or ""):
         raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.19")
     return version
+
+
+def validate_request(version):
+    """A version to build: MAJOR.MINOR.PATCH, or 'latest' (resolve_version() says which)."""
+    return version if version == LATEST else validate_version(version)
 
 
 def version_key(version):
@@ -151,6 +157,86 @@ def require_version(tree, version, origin):
 def ensure_dir(path):
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
+
+
+# --- latest -----------------------------------------------------------------
+
+def resolve_version(requested, spec, config, base=".", git_ref=None, log=None, on_worker=True):
+    """(version, how it was found): the requested version, or for 'latest' the newest of the
+    configuration's line that the source has.
+
+    on_worker: where the build runs, the suite's deb-src entry may be added and its lists
+    refreshed, and a source that is not there is an error. Elsewhere (the master) only what
+    this machine already sees counts, and None says it cannot tell.
+    """
+    if requested != LATEST:
+        return config.require_version(validate_version(requested)), "as requested"
+    product, line = config.product, config.line
+    if spec == "debian":
+        if not product.debian_source:
+            raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
+        found = newest_debian_version(product.debian_source, line, config.debian_suite, log, on_worker)
+        if found is None:
+            return None
+        release, full = found
+        return release, f"the newest {product.name} {line or 'version'} in Debian's archive: {full}"
+    if "://" in spec or spec.startswith("git@"):
+        if git_ref:
+            raise PipelineError(f"--git-ref {git_ref} names one commit: give its version instead of 'latest'")
+        return newest_git_tag(spec, product, line), f"the newest {product.name}-* tag of {spec}"
+    path = Path(base, spec)
+    if not path.exists():
+        if on_worker:
+            kind_of(spec)     # raises: what the spec is not
+        return None
+    version = source_version(path) if path.is_dir() else tarball_version(path)
+    return config.require_version(version), f"the version of {spec}"
+
+
+def newest_debian_version(package, line, suite, log=None, add_entry=True):
+    """(release, Debian's full version) of the newest Debian version of `line`; None when apt knows
+    none and add_entry is False. With add_entry, the suite's deb-src entry is added, or its lists
+    refreshed, first (as root)."""
+    if add_entry:
+        refresh_deb_src(suite, log)
+    versions = of_line(debian_versions(package), line)
+    if not versions and add_entry:
+        ensure_deb_src(suite, log)
+        versions = of_line(debian_versions(package), line)
+        if not versions:
+            where = f"suite {suite}" if suite else "this machine's suites"
+            raise PipelineError(f"Debian's archive ({where}) has no {package} {line or 'version'}")
+    if not versions:
+        return None
+    release = max((release_of(v) for v in versions), key=version_key)
+    return release, matching_debian_version(package, release, versions)
+
+
+def newest_git_tag(url, product, line):
+    """The newest version with a tag <product>-MAJOR.MINOR.PATCH in the repository, of `line` if given."""
+    result = subprocess.run(["git", "ls-remote", "--tags", "--refs", url, f"refs/tags/{product.name}-*"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PipelineError(f"cannot list the tags of {url}: {result.stderr.strip()[-300:]}")
+    prefix = f"refs/tags/{product.name}-"
+    versions = [ref.removeprefix(prefix) for ref in re.findall(r"\t(\S+)$", result.stdout, re.M)
+                if ref.startswith(prefix)]
+    versions = [v for v in versions if VERSION_RE.fullmatch(v) and (line is None or version_line(v) == line)]
+    if not versions:
+        raise PipelineError(f"{url} has no tag {product.name}-{line + '.' if line else ''}N")
+    return max(versions, key=version_key)
+
+
+def tarball_version(tarball):
+    """The version in a release tarball's VERSION file (at the top, or in its one top-level folder)."""
+    for pattern in ("*/VERSION", "VERSION"):
+        result = subprocess.run(["tar", "-xOf", str(tarball), "--wildcards", "--no-wildcards-match-slash",
+                                 pattern], capture_output=True, text=True)
+        if result.returncode == 0 and result.stdout.strip():
+            with tempfile.TemporaryDirectory() as scratch:
+                Path(scratch, "VERSION").write_text(result.stdout)
+                return source_version(scratch)
+    raise PipelineError(f"{tarball} has no VERSION file: give the version it holds")
 
 
 def shared_tree(src_root, product, version, source, fill):

@@ -11,6 +11,8 @@ from pgo import PipelineError, profile, source
 from pgo.config import build_config, config_names
 from pgo.toolchain import detect, fingerprint, pgo_flags
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 # --- configuration file -------------------------------------------------------
 
@@ -183,7 +185,7 @@ def test_git_source_checks_out_the_tag_and_caches_the_clone(tmp_path):
         source.fetch(url, "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache", git_ref="nope")
 
 
-# --- Debian's versions -----------------------------------------------------------
+# --- versions: Debian's, 'latest' ------------------------------------------------
 
 @pytest.mark.parametrize("full, upstream, release", [
     ("1:10.11.19-0+deb12u1", "10.11.19", "10.11.19"),
@@ -227,6 +229,58 @@ def test_deb_src_entry_of_another_suite_mirrors_this_machines_entries():
     with pytest.raises(PipelineError, match="cannot derive deb-src entries for trixie"):
         source.deb_src_text(DEBIAN_SOURCES, "trixie", None)
     assert source.deb_src_entry("zzz").name == "pgo-deb-src-zzz.sources"
+
+
+@pytest.fixture
+def apt(monkeypatch):
+    """Debian's archive as apt would show it, and the entries the pipeline adds, without apt."""
+    state = {"versions": ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1"], "added": [], "refreshed": []}
+    monkeypatch.setattr(source, "debian_versions", lambda package: list(state["versions"]))
+    monkeypatch.setattr(source, "refresh_deb_src", lambda suite, log=None: state["refreshed"].append(suite))
+
+    def add(suite, log=None):
+        state["added"].append(suite)
+        state["versions"].append("1:11.8.9+ds-0+deb13u1")
+    monkeypatch.setattr(source, "ensure_deb_src", add)
+    return state
+
+
+def test_latest_is_the_newest_debian_version_of_the_configurations_line(apt):
+    version, how = source.resolve_version("latest", "debian", build_config("minimal"))
+    assert (version, how) == ("10.11.19", "the newest mariadb 10.11 in Debian's archive: 1:10.11.19-0+deb12u1")
+    assert apt["refreshed"] == ["bookworm"] and apt["added"] == []
+    # No 11.8 known: the suite's deb-src entry is added first.
+    version, how = source.resolve_version("latest", "debian", build_config("minimal-11.8"))
+    assert (version, how) == ("11.8.9", "the newest mariadb 11.8 in Debian's archive: 1:11.8.9+ds-0+deb13u1")
+    assert apt["added"] == ["trixie"]
+    assert source.resolve_version("10.11.18", "debian", build_config("minimal")) == ("10.11.18", "as requested")
+    with pytest.raises(PipelineError, match="configuration 'minimal-11.8' builds mariadb 11.8; 10.11.18"):
+        source.resolve_version("10.11.18", "debian", build_config("minimal-11.8"))
+
+
+def test_a_master_resolves_latest_only_from_what_apt_already_knows(apt):
+    apt["versions"] = []
+    assert source.resolve_version("latest", "debian", build_config("minimal"), on_worker=False) is None
+    assert apt["added"] == apt["refreshed"] == []
+
+
+def test_latest_of_a_directory_a_tarball_and_a_git_repository(tmp_path):
+    fixture = build_config("fixture")
+    assert source.resolve_version("latest", "tests/fixture", fixture, base=REPO) == (
+        "1.0.0", "the version of tests/fixture")
+    make_tarball(tmp_path / "p.tar.gz", {"VERSION": "1.2.3\n"})
+    assert source.resolve_version("latest", str(tmp_path / "p.tar.gz"), fixture)[0] == "1.2.3"
+    repo = tmp_path / "upstream"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    for tag in ("fixture-1.0.0", "fixture-1.10.0", "fixture-1.9.9", "fixture-2.0.0-rc1", "other-9.0.0"):
+        subprocess.run([*git, "tag", tag], check=True)
+    url = f"file://{repo}"
+    assert source.resolve_version("latest", url, fixture) == ("1.10.0", f"the newest fixture-* tag of {url}")
+    with pytest.raises(PipelineError, match="--git-ref main names one commit"):
+        source.resolve_version("latest", url, fixture, git_ref="main")
+    assert source.resolve_version("latest", str(tmp_path / "nowhere"), fixture, on_worker=False) is None
 
 
 def test_dsc_verification_catches_a_corrupted_download(tmp_path):
