@@ -4,18 +4,31 @@ A source spec is one of: "debian" (the distribution's source package, the
 default, works offline against a Debian mirror), a local tarball or directory,
 or a git URL with a ref (production build VMs clone the server repository).
 Downloads and clones are cached; a cached download is verified, not fetched again.
+
+Every version of one product line is built from one source tree,
+<src_root>/<product>-<line> (e.g. mariadb-10.11), refreshed to the source a
+build asks for under a lock (checked_out below). GCC checksums each function's
+source file path and its line, and drops a function's profile when that
+changed: at one path, a profile trained on 10.11.18 still applies to every
+function of 10.11.19 that did not move. The price: builds of two versions of
+one line on one machine take turns with the tree, and each turn may unpack it
+again.
 """
 
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError, atomic
+from pgo import PipelineError
+from pgo.runner import say
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -86,43 +99,63 @@ def sha256_tree(root):
 
 
 def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
-    """Put the source of `product` `version` into a tree under src_root; return (Source, tree).
+    """Put the source of `product` `version` into its line's tree under src_root; return (Source, tree).
 
-    The tree is named after the source's checksum and shared by every build of
-    that source. Its path is part of the profile: GCC checksums each function's
-    source file path with its line, and ignores the function's counters when
-    that changed. Building every copy of a source from one path lets a profile
-    trained in one work directory (or on another VM with the same src_root)
-    apply in another.
+    The tree's path is part of the profile (see above): every build of the line
+    configures from it, so a profile trained in one work directory (or on another
+    VM with the same src_root, or on an earlier version) applies in another.
     """
+    with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
+        with checked_out(src_root, product, version, source, fill):
+            pass
+    return source, line_tree(src_root, product, version)
+
+
+@contextmanager
+def held(record, spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
+    """The line's tree holding the source `record` (a work directory's source.json) names, for the block.
+
+    Another build may have put another version into the tree since the source
+    phase ran: then it is put back, from the cache, and must have the recorded checksum.
+    """
+    def refill(dest):
+        with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
+            if source.checksum != record["checksum"]:
+                raise PipelineError(f"source {source.origin} is no longer what phase source took "
+                                    f"({record['checksum'][:12]}, now {source.checksum[:12]}): "
+                                    "run phase source again and the phases after it")
+            fill(dest)
+
+    wanted = Source(record["kind"], record["origin"], record["checksum"])
+    with checked_out(src_root, product, version, wanted, refill) as tree:
+        yield tree
+
+
+@contextmanager
+def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None):
+    """What the source is (downloaded, verified, cloned as needed) and how to put it into a directory."""
     kind = kind_of(spec)
     if kind == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
         tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", suite, log)
-        source = Source(kind, origin, sha256_file(tarball))
-        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(tarball, dest))
+        yield Source(kind, origin, sha256_file(tarball)), lambda dest: unpack_tarball(tarball, dest)
     elif kind == "tarball":
-        source = Source(kind, str(Path(spec).resolve()), sha256_file(spec))
-        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(Path(spec), dest))
+        yield (Source(kind, str(Path(spec).resolve()), sha256_file(spec)),
+               lambda dest: unpack_tarball(Path(spec), dest))
     elif kind == "directory":
         # Before reading or copying anything: a directory that is not this version's source (a mistyped
         # path, `/`) is refused as it is.
         require_version(Path(spec), version, str(Path(spec).resolve()))
-        source = Source(kind, str(Path(spec).resolve()), sha256_tree(spec))
-        tree = shared_tree(src_root, product, version, source, lambda dest: shutil.copytree(
-            spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
+        yield (Source(kind, str(Path(spec).resolve()), sha256_tree(spec)),
+               lambda dest: shutil.copytree(spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
     else:
         ref = git_ref or f"{product.name}-{version}"
-        checkout = Path(tempfile.mkdtemp(prefix=".git-checkout-", dir=ensure_dir(src_root)))
-        try:
-            commit = git_checkout(spec, ref, checkout / "tree", cache / "git", log)
-            source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
-            tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
-        finally:
-            shutil.rmtree(checkout, ignore_errors=True)
-    require_version(tree, version, source.origin)
-    return source, tree
+        # In the cache, beside the trees: the checkout is renamed into place, never copied.
+        with tempfile.TemporaryDirectory(prefix=".git-checkout-", dir=ensure_dir(cache)) as checkout:
+            tree = Path(checkout, "tree")
+            commit = git_checkout(spec, ref, tree, cache / "git", log)
+            yield Source(kind, f"{spec}@{ref}", f"git:{commit}"), lambda dest: tree.rename(dest)
 
 
 def check_available(spec, version, config, base):
@@ -239,19 +272,91 @@ def tarball_version(tarball):
     raise PipelineError(f"{tarball} has no VERSION file: give the version it holds")
 
 
-def shared_tree(src_root, product, version, source, fill):
-    """The tree of this source under src_root, filled once: in a hidden folder, then renamed
-    only when it is this version's source (nothing else stays in the cache)."""
-    tree = ensure_dir(src_root) / f"{product.name}-{version}-{source.checksum.split(':')[-1][:12]}"
-    if tree.is_dir():
-        return tree
+# --- the line's tree ----------------------------------------------------------
 
-    def checked(dest):
-        fill(dest)
-        require_version(dest, version, source.origin)
+def line_tree(src_root, product, version):
+    return Path(src_root) / f"{product.name}-{version_line(version)}"
 
-    atomic.place(tree, checked)    # or another build of the same source was first: the same tree
-    return tree
+
+# Trees this process holds, and the source in each: a refresh while one is held here would wait for itself.
+_HELD = {}
+
+
+@contextmanager
+def checked_out(src_root, product, version, source, fill):
+    """Hold the line's tree with `source` in it, shared with builds of the same source, for the block.
+
+    The tree is only replaced under an exclusive lock, which waits for every
+    build using it; a build of another source waits for the replacement. A
+    marker beside the tree names the source in it; it is removed before a
+    replacement and written after, so a tree cut short is never taken for one.
+    """
+    tree = line_tree(ensure_dir(src_root), product, version)
+    held_here = _HELD.setdefault(tree, [])
+    if held_here and held_here[-1] != source.checksum:
+        raise PipelineError(f"{tree} holds {held_here[-1][:12]} for this command, which also needs "
+                            f"{source.checksum[:12]} there")
+    with open(tree.with_name(f".{tree.name}.lock"), "a+") as lock:
+        take(lock, fcntl.LOCK_SH, tree)
+        while in_tree(tree) != source.checksum:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            take(lock, fcntl.LOCK_EX, tree)
+            if in_tree(tree) != source.checksum:
+                replace_tree(tree, source, version, fill)
+            # Not atomic (flock(2)): another build may swap the tree between the two calls; look again.
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        held_here.append(source.checksum)
+        try:
+            yield tree
+        finally:
+            held_here.pop()
+
+
+def take(lock, mode, tree):
+    try:
+        fcntl.flock(lock, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        marker = read_marker(tree)
+        held_by = f" (it holds {marker['origin']})" if marker else ""
+        say(f"waiting for the source tree {tree}: another build is using it{held_by}")
+        fcntl.flock(lock, mode)
+
+
+def marker_of(tree):
+    return tree.with_name(f".{tree.name}.source.json")
+
+
+def read_marker(tree):
+    try:
+        return json.loads(marker_of(tree).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def in_tree(tree):
+    marker = read_marker(tree)
+    return marker["checksum"] if marker and tree.is_dir() else None
+
+
+def replace_tree(tree, source, version, fill):
+    """Fill a hidden folder, check its version, and swap it in for the line's tree (exclusive lock held)."""
+    filling, old = tree.with_name(f".{tree.name}.filling"), tree.with_name(f".{tree.name}.old")
+    for leftover in (filling, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        fill(filling)
+        require_version(filling, version, source.origin)
+    except BaseException:
+        shutil.rmtree(filling, ignore_errors=True)
+        raise
+    marker_of(tree).unlink(missing_ok=True)
+    if tree.exists():
+        tree.rename(old)
+    filling.rename(tree)
+    marker = marker_of(tree).with_suffix(".tmp")
+    marker.write_text(json.dumps({"checksum": source.checksum, "origin": source.origin, "version": version}) + "\n")
+    marker.replace(marker_of(tree))
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def source_version(tree):

@@ -1,8 +1,11 @@
 """Unit tests: configuration file, flags, source resolution, profile check, compiler warnings."""
 
 import io
+import shutil
 import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -140,9 +143,9 @@ def test_tarball_source_unpacks_its_top_folder(tmp_path):
     got, tree = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
     assert got.kind == "tarball" and got.checksum == source.sha256_file(tmp_path / "p.tar.gz")
     assert (tree / "a.c").read_text() == "int a;\n"
-    assert tree == tmp_path / "src" / f"fixture-1.0.0-{got.checksum[:12]}"
+    assert tree == tmp_path / "src" / "fixture-1.0"
     _, same = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
-    assert same == tree and [p.name for p in (tmp_path / "src").iterdir()] == [tree.name]
+    assert same == tree and [p.name for p in (tmp_path / "src").iterdir() if not p.name.startswith(".")] == [tree.name]
     (tmp_path / "bad.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(PipelineError, match="cannot unpack"):
         source.fetch(str(tmp_path / "bad.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
@@ -153,7 +156,8 @@ def test_a_tarball_cannot_write_outside_its_folder(tmp_path):
     make_tarball(tmp_path / "evil.tar.gz", {"VERSION": "1.0.0\n", "../../escaped": "x\n"})
     with pytest.raises(PipelineError, match="cannot unpack .*evil.tar.gz: .*escaped: Member name contains '..'"):
         source.fetch(str(tmp_path / "evil.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
-    assert not (tmp_path / "escaped").exists() and not list((tmp_path / "src").iterdir())
+    assert not (tmp_path / "escaped").exists()
+    assert [p.name for p in (tmp_path / "src").iterdir() if p.suffix != ".lock"] == []
 
 
 def test_tree_checksum_covers_names_and_contents(tmp_path):
@@ -281,6 +285,56 @@ def test_latest_of_a_directory_a_tarball_and_a_git_repository(tmp_path):
     with pytest.raises(PipelineError, match="--git-ref main names one commit"):
         source.resolve_version("latest", url, fixture, git_ref="main")
     assert source.resolve_version("latest", str(tmp_path / "nowhere"), fixture, on_worker=False) is None
+
+
+# --- the line's shared source tree --------------------------------------------------
+
+def fixture_release(root, version, extra=""):
+    tree = Path(root) / version
+    tree.mkdir(parents=True)
+    (tree / "VERSION").write_text(version + "\n")
+    (tree / "a.c").write_text(f"int a;{extra}\n")
+    return tree
+
+
+def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
+    from pgo.config import product
+    one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1", " int b;")
+    first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    second, same = source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    assert tree == same == tmp_path / "src" / "fixture-1.0" and (tree / "VERSION").read_text() == "1.0.1\n"
+    assert source.read_marker(tree) == {"checksum": second.checksum, "origin": second.origin, "version": "1.0.1"}
+    # A build of 1.0.0 that holds the tree later gets its own source back, from where it came.
+    record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
+    with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache") as held:
+        assert held == tree and (tree / "VERSION").read_text() == "1.0.0\n"
+        # ... and while it does, this process cannot want another source there.
+        with pytest.raises(PipelineError, match="holds .* for this command, which also needs"):
+            source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    (one / "a.c").write_text("changed\n")
+    shutil.rmtree(tree)
+    with pytest.raises(PipelineError, match="is no longer what phase source took"):
+        with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
+            pass
+    assert [p.name for p in (tmp_path / "src").iterdir() if not p.name.endswith((".lock", ".json"))] == []
+
+
+def test_another_version_waits_until_no_build_uses_the_tree(tmp_path):
+    from pgo.config import product
+    one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1")
+    first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
+    fetch_two = [sys.executable, "-c", "import sys; from pgo import source; from pgo.config import product; "
+                 f"source.fetch({str(two)!r}, '1.0.1', product('fixture'), {str(tmp_path / 'src')!r}, "
+                 f"{str(tmp_path / 'cache')!r}); print('done')"]
+    with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
+        other = subprocess.Popen(fetch_two, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        waiting = other.stdout.readline()
+        assert waiting.startswith(f"waiting for the source tree {tree}: another build is using it (it holds ")
+        time.sleep(0.5)
+        assert other.poll() is None and (tree / "VERSION").read_text() == "1.0.0\n"
+    assert other.stdout.read() == "done\n" and other.wait() == 0
+    assert (tree / "VERSION").read_text() == "1.0.1\n"
 
 
 def test_dsc_verification_catches_a_corrupted_download(tmp_path):
