@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -231,7 +232,11 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
     none and add_entry is False. With add_entry, the suite's deb-src entry is added, or its lists
     refreshed, first (as root)."""
     if add_entry:
-        refresh_deb_src(suite, log)
+        try:
+            refresh_deb_src(suite, log)
+        except PipelineError as e:     # apt's lock held, the mirror away: the lists apt has still count
+            print(f"pgo: warning: cannot refresh the deb-src lists of {suite or 'this machine'}, "
+                  f"taking apt's lists as they are: {e}", file=sys.stderr)
     versions = of_line(debian_versions(package), line)
     if not versions and add_entry:
         ensure_deb_src(suite, log)

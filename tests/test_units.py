@@ -262,6 +262,15 @@ def test_latest_is_the_newest_debian_version_of_the_configurations_line(apt):
         source.resolve_version("10.11.18", "debian", build_config("minimal-11.8"))
 
 
+def test_latest_goes_on_with_apts_lists_when_they_cannot_be_refreshed(apt, monkeypatch, capsys):
+    def locked(suite, log=None):
+        raise PipelineError("'apt-get update' failed: E: Could not get lock /var/lib/apt/lists/lock")
+    monkeypatch.setattr(source, "refresh_deb_src", locked)
+    assert source.resolve_version("latest", "debian", build_config("minimal"))[0] == "10.11.19"
+    assert "pgo: warning: cannot refresh the deb-src lists of bookworm, taking apt's lists as they are: " \
+           "'apt-get update' failed: E: Could not get lock" in capsys.readouterr().err
+
+
 def test_a_master_resolves_latest_only_from_what_apt_already_knows(apt):
     apt["versions"] = []
     assert source.resolve_version("latest", "debian", build_config("minimal"), on_worker=False) is None
