@@ -35,7 +35,8 @@ no newer than the version built, for the same target, GCC version and flags
 fingerprint; any other difference in those is refused before building. GCC also
 checksums each function's source file path and line: a profile applies in full only
 to builds from the same source path, which pgo/source.py gives every build of one
-source (its shared tree in the download cache); other source is stale: the optimised build fails when GCC discarded the
+product line (its line's tree in the download cache), so a profile of 10.11.18 keeps
+every function 10.11.19 did not change or move; other source is stale: the optimised build fails when GCC discarded the
 profile of more than 1% of its functions, or when fewer than 90% of the hot
 objects that got a profile in the training build get one now, unless
 --max-mismatch / --min-hot-coverage say otherwise or --accept-stale accepts any
@@ -62,7 +63,7 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
-from pgo.source import sha256_file
+from pgo.source import sha256_file, version_key, version_line
 from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import Workdir, read_json
 
@@ -100,14 +101,6 @@ def compiler_target(cc):
     if result.returncode != 0 or not result.stdout.strip():
         raise PipelineError(f"'{cc} -dumpmachine' failed: cannot tell the compiler's target platform")
     return result.stdout.strip()
-
-
-def version_line(version):
-    return ".".join(version.split(".")[:2])
-
-
-def version_key(version):
-    return tuple(int(part) for part in version.split("."))
 
 
 # --- entries ------------------------------------------------------------------

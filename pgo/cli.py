@@ -1,8 +1,9 @@
 """pgo: build a MariaDB server with GCC profile-guided optimisation, one phase at a time or all at once.
 
-    pgo build --version 10.11.18 --config minimal      the whole PGO build
-    pgo build --version 10.11.18 --pgo off             the plain baseline
-    pgo phase train --workdir work/10.11.18-minimal    rerun one phase
+    pgo build --version latest --config minimal       the whole PGO build of the newest 10.11
+    pgo build --version 10.11.19 --pgo off             the plain baseline
+    pgo phase train --workdir work/10.11.19-minimal    rerun one phase
+    pgo latest --config minimal-11.8                   which version 'latest' is
 """
 
 import argparse
@@ -10,11 +11,10 @@ import json
 import os
 import sys
 import tempfile
-import time
 from dataclasses import asdict
 
 from pgo import PipelineError, archive, bench, contract, lines, package, source
-from pgo.config import config_names
+from pgo.config import build_config, config_names
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir
@@ -53,8 +53,9 @@ def make_parser():
     sub = parser.add_subparsers(metavar="command", parser_class=Parser)
 
     build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
-    build.add_argument("--version", required=True, type=checked(source.validate_version),
-                       help="server version, e.g. 10.11.18")
+    build.add_argument("--version", required=True, type=checked(source.validate_request),
+                       help="server version, e.g. 10.11.19, or 'latest': the newest of the configuration's "
+                       "line that the source has")
     build.add_argument("--config", default="minimal", help="named configuration from pgo/configs.toml")
     build.add_argument("--pgo", choices=("on", "off"), default="on",
                        help="off: the same configuration without a profile (the benchmark's baseline)")
@@ -100,6 +101,11 @@ def make_parser():
                         help="the work directory's contract: every path, who writes and reads it, what it carries")
     phases.set_defaults(func=cmd_phases)
 
+    latest = sub.add_parser("latest", help="the newest version of a configuration's line that a source has")
+    latest.add_argument("--config", default="minimal", help="named configuration from pgo/configs.toml")
+    latest.add_argument("--source", default="debian", help="as for pgo build")
+    latest.set_defaults(func=cmd_latest)
+
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
     archive.register(sub)
@@ -134,8 +140,20 @@ def share(text):
         raise PipelineError(f"expected a share above 0 and at most 1 (0.3 is 30%), not {text!r}")
     return value
 
+def resolved(requested, config, spec, git_ref):
+    """The version to build; for 'latest', says which it is."""
+    version, how = source.resolve_version(requested, spec, build_config(config), git_ref=git_ref)
+    if requested == source.LATEST:
+        print(lines.latest_version(version, how), flush=True)
+    return version
+
+
+def cmd_latest(args):
+    resolved(source.LATEST, args.config, args.source, None)
+
 
 def cmd_build(args):
+    args.version = resolved(args.version, args.config, args.source, args.git_ref)
     archive_root = archive.root_of(args.archive)
     if args.profile_from and args.pgo == "off":
         raise PipelineError("--profile-from needs a PGO build; drop --pgo off")

@@ -1,10 +1,12 @@
 """Named build configurations, read from the declarative file pgo/configs.toml."""
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgo import PipelineError
+from pgo.source import version_line
 
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
 
@@ -27,6 +29,21 @@ class BuildConfig:
     name: str
     product: Product
     cmake_args: tuple[str, ...]
+    # The product line (MAJOR.MINOR) the configuration builds: `--version latest` is its
+    # newest version, and a version of another line is refused. None: any version.
+    line: str | None = None
+    # The Debian suite whose source packages have this line (the deb-src entry the source
+    # phase adds, pgo/source.py); None: this machine's own suites.
+    debian_suite: str | None = None
+
+    def require_version(self, version):
+        """Refuse a version of another product line than the configuration's."""
+        if self.line and version_line(version) != self.line:
+            others = [name for name in config_names() if build_config(name).line == version_line(version)]
+            hint = f" (configurations for it: {', '.join(others)})" if others else ""
+            raise PipelineError(f"configuration '{self.name}' builds {self.product.name} {self.line}; "
+                                f"{version} is of line {version_line(version)}{hint}")
+        return version
 
 
 def load(path=CONFIG_FILE):
@@ -58,7 +75,10 @@ def build_config(name, data=None):
         chain.append(configs[current])
         current = configs[current].get("inherits")
     chain.reverse()
-    product_name = next((c["product"] for c in reversed(chain) if "product" in c), None)
+    def nearest(key):
+        return next((c[key] for c in reversed(chain) if key in c), None)
+
+    product_name = nearest("product")
     if product_name is None:
         raise PipelineError(f"configuration '{name}' names no product")
     args = tuple(arg for c in chain for arg in c.get("cmake", []))
@@ -68,7 +88,10 @@ def build_config(name, data=None):
         if any(flag in arg for flag in ("-fprofile", "CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS")):
             raise PipelineError(f"configuration '{name}': '{arg}' sets compile flags; "
                                 "the pipeline owns them so all variants stay identical")
-    return BuildConfig(name, product(product_name, data), args)
+    line = nearest("line")
+    if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
+        raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
+    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"))
 
 
 def product(name, data=None):

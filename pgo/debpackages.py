@@ -20,6 +20,7 @@ from pathlib import Path
 from pgo import PipelineError
 from pgo.package import RECIPES, changelog_line, describe, run, wrapped
 from pgo.runner import say
+from pgo.source import upstream_of
 
 ELF_MAGIC = b"\x7fELF"
 RELATIONS = ("pre_depends", "depends", "recommends", "provides", "replaces", "breaks", "conflicts")
@@ -27,9 +28,25 @@ SCRIPTS = ("preinst", "postinst", "prerm", "postrm")
 
 
 def deb_version(build, recipe):
-    """'1:10.11.18+pgo-1': the epoch of the distribution's packages, the PGO mark, our revision."""
+    """'1:10.11.19+pgo-1': the epoch of the distribution's packages, the upstream version as
+    Debian spells it, the PGO mark, our revision.
+
+    From Debian's source package the upstream part is Debian's own, repack suffix included
+    ('11.8.9+ds' of 1:11.8.9+ds-0+deb13u1): ours then sorts above every Debian revision of
+    that upstream version ('+pgo' extends it; a plain build's revision 1 is above Debian's
+    '0+debNNuM') and below Debian's next upstream release. `dpkg --compare-versions` agrees
+    (tests/test_package.py).
+    """
     epoch = recipe.get("epoch", 0)
-    return f"{epoch}:{build.package_version}-{build.release}" if epoch else f"{build.package_version}-{build.release}"
+    upstream = debian_upstream(build.info["source"]) or build.version
+    version = f"{upstream}{'+' + build.label if build.label else ''}-{build.release}"
+    return f"{epoch}:{version}" if epoch else version
+
+
+def debian_upstream(source_record):
+    """The upstream version of the Debian source package a build came from, or None."""
+    kind, origin = source_record.get("kind"), source_record.get("origin", "")
+    return upstream_of(origin.split("=", 1)[1]) if kind == "debian" and "=" in origin else None
 
 
 def make(build, recipe, folder, scratch):

@@ -119,6 +119,24 @@ def bench_verdict_result(line):
     return f"{match['summary']} ({match['outcome'].lower()});" if match else None
 
 
+def latest_version(version, how):
+    """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads this."""
+    return tagged("version", f"latest is {version}: {how}")
+
+
+LATEST_VERSION = re.compile(r"^\[version\] latest is (?P<version>[0-9]+\.[0-9]+\.[0-9]+): (?P<how>.+)$")
+
+
+def latest_version_result(line):
+    match = LATEST_VERSION.match(line)
+    return f"version {match['version']} ({match['how']});" if match else None
+
+
+def latest_version_of(line):
+    match = LATEST_VERSION.match(line)
+    return match["version"] if match else None
+
+
 # --- errors: why a step failed --------------------------------------------------------------
 
 def error(message, prog="pgo"):
@@ -144,4 +162,5 @@ RESULT_PARSERS = {
     "check": profile_check_result,
     "optimized": profile_use_result,
     "benchmark": bench_verdict_result,
+    "version": latest_version_result,
 }

@@ -112,6 +112,13 @@ def load_build(workdir_path, release=1):
     return Build(workdir, info, variant, label, release, binary, binary_id, product)
 
 
+def source_of(workdir):
+    """The build's source, held in its line's shared tree while the packagers read it (CPack's
+    install rules and the debs take files from the source; the rpm build compiles it)."""
+    from pgo.phases import Context, source_tree
+    return source_tree(Context(workdir, workdir.load_settings()))
+
+
 def build_id(path):
     try:
         notes = subprocess.run(["readelf", "-n", str(path)], check=True, capture_output=True, text=True).stdout
@@ -161,7 +168,7 @@ def publish(args):
     def fill(folder):
         folder.mkdir()
         folder.chmod(0o755)
-        with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch, source_of(build.workdir):
             # A maker returns the build it packaged: this one, or the format's own rebuild.
             packaged, packages = MAKERS[args.format](build, folder, Path(scratch))
         identity = check_identity(packaged, args.format, packages)

@@ -9,6 +9,7 @@ tests all run these same definitions; a phase never knows which of them runs it.
 import os
 import shutil
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -58,16 +59,38 @@ class Context:
 def fetch_source(ctx, log):
     s = ctx.settings
     cache = ctx.workdir.cache(s)
-    src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref, log=log)
-    link = ctx.workdir.src
+    src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref,
+                             suite=ctx.config.debian_suite, log=log)
+    link_source(ctx.workdir, tree)
+    write_json(ctx.workdir.root / contract.SOURCE_RECORD,
+               {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
+    log.note(f"source {src.origin} sha256 {src.checksum} in {tree}")
+
+
+@contextmanager
+def source_tree(ctx, log=None):
+    """The work directory's source in its line's shared tree, held for the block (pgo/source.py)."""
+    s = ctx.settings
+    cache = ctx.workdir.cache(s)
+    record = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
+    with source.held(record, s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref,
+                     suite=ctx.config.debian_suite, log=log) as tree:
+        if ctx.workdir.src.resolve() != tree:     # a work directory of an older layout
+            link_source(ctx.workdir, tree)
+        yield tree
+
+
+def link_source(workdir, tree):
+    link = workdir.src
     if link.is_symlink():
         link.unlink()
     elif link.exists():
         shutil.rmtree(link)
     link.symlink_to(tree)
-    write_json(ctx.workdir.root / contract.SOURCE_RECORD,
-               {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
-    log.note(f"source {src.origin} sha256 {src.checksum} in {tree}")
+
+
+def reads_source(name):
+    return "src" in PHASES[name].inputs
 
 
 def build_variant(ctx, log, variant, comment):
@@ -250,7 +273,8 @@ def run_phases(ctx, pipeline, todo):
         log = PhaseLog(workdir.logs / f"{name}.log", name)
         started = time.monotonic()
         try:
-            phase.run(ctx, log)
+            with source_tree(ctx, log) if reads_source(name) else nullcontext():
+                phase.run(ctx, log)
         except BaseException as e:
             workdir.mark_failed(name, str(e).splitlines()[0] if str(e) else type(e).__name__)
             raise

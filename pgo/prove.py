@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, source
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.package import RECIPES, load_toml
 from pgo.runner import say
@@ -207,19 +207,28 @@ def prove_rpm(folder, info, args):
 
 # --- deb ----------------------------------------------------------------------
 
+def distribution_versions(recipe, version):
+    """The distribution's versions of this upstream release that ours must upgrade: the recipe's
+    pattern, and those of the distribution's source package apt knows (a repack, a later revision)."""
+    if "distribution_version" not in recipe:
+        return []
+    known = [v for v in source.debian_versions(recipe["source"]) if source.release_of(v) == version]
+    return sorted({recipe["distribution_version"].format(version=version), *known})
+
+
 def prove_deb(folder, info, args):
     debs = some(folder, "*.deb")
     recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml")
+    theirs = distribution_versions(recipe, info["version"])
     for deb in debs:
         version = run(["dpkg-deb", "-f", deb, "Version"]).strip()
         if info["profile_id"] and "+pgo" not in version:
             raise PipelineError(f"{deb.name} has version {version} without the +pgo mark")
-        if "distribution_version" in recipe:
-            theirs = recipe["distribution_version"].format(version=info["version"])
-            if subprocess.run(["dpkg", "--compare-versions", version, "gt", theirs]).returncode != 0:
-                raise PipelineError(f"{deb.name} {version} would not upgrade the distribution's {theirs}")
+        for distribution_version in theirs:
+            if subprocess.run(["dpkg", "--compare-versions", version, "gt", distribution_version]).returncode != 0:
+                raise PipelineError(f"{deb.name} {version} would not upgrade the distribution's {distribution_version}")
     say(f"  {len(debs)} packages, version {version}"
-        + (f" (upgrades the distribution's {theirs})" if "distribution_version" in recipe else ""))
+        + (f" (upgrades the distribution's {', '.join(theirs)})" if theirs else ""))
     say("  lintian:")
     run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
         show=True)

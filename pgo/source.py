@@ -4,21 +4,38 @@ A source spec is one of: "debian" (the distribution's source package, the
 default, works offline against a Debian mirror), a local tarball or directory,
 or a git URL with a ref (production build VMs clone the server repository).
 Downloads and clones are cached; a cached download is verified, not fetched again.
+
+Every version of one product line is built from one source tree,
+<src_root>/<product>-<line> (e.g. mariadb-10.11), refreshed to the source a
+build asks for under a lock (checked_out below). GCC checksums each function's
+source file path and its line, and drops a function's profile when that
+changed: at one path, a profile trained on 10.11.18 still applies to every
+function of 10.11.19 that did not move. The price: builds of two versions of
+one line on one machine take turns with the tree, and each turn may unpack it
+again.
 """
 
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgo import PipelineError, atomic
+from pgo.runner import say
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
-DEB_SRC_ENTRY = Path("/etc/apt/sources.list.d/pgo-deb-src.sources")
+LATEST = "latest"
+APT_SOURCES = Path("/etc/apt/sources.list.d")
+OS_RELEASE = Path("/etc/os-release")
 
 
 @dataclass(frozen=True)
@@ -30,8 +47,22 @@ class Source:
 
 def validate_version(version):
     if not VERSION_RE.fullmatch(version or ""):
-        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.18")
+        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.19")
     return version
+
+
+def validate_request(version):
+    """A version to build: MAJOR.MINOR.PATCH, or 'latest' (resolve_version() says which)."""
+    return version if version == LATEST else validate_version(version)
+
+
+def version_key(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+def version_line(version):
+    """'10.11.19' -> '10.11': the product line a version belongs to."""
+    return ".".join(version.split(".")[:2])
 
 
 def kind_of(spec):
@@ -68,59 +99,83 @@ def sha256_tree(root):
     return digest.hexdigest()
 
 
-def fetch(spec, version, product, src_root, cache, git_ref=None, log=None):
-    """Put the source of `product` `version` into a tree under src_root; return (Source, tree).
+def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
+    """Put the source of `product` `version` into its line's tree under src_root; return (Source, tree).
 
-    The tree is named after the source's checksum and shared by every build of
-    that source. Its path is part of the profile: GCC checksums each function's
-    source file path with its line, and ignores the function's counters when
-    that changed. Building every copy of a source from one path lets a profile
-    trained in one work directory (or on another VM with the same src_root)
-    apply in another.
+    The tree's path is part of the profile (see above): every build of the line
+    configures from it, so a profile trained in one work directory (or on another
+    VM with the same src_root, or on an earlier version) applies in another.
     """
+    with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
+        with checked_out(src_root, product, version, source, fill):
+            pass
+    return source, line_tree(src_root, product, version)
+
+
+@contextmanager
+def held(record, spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
+    """The line's tree holding the source `record` (a work directory's source.json) names, for the block.
+
+    Another build may have put another version into the tree since the source
+    phase ran: then it is put back, from the cache, and must have the recorded checksum.
+    """
+    def refill(dest):
+        with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
+            if source.checksum != record["checksum"]:
+                raise PipelineError(f"source {source.origin} is no longer what phase source took "
+                                    f"({record['checksum'][:12]}, now {source.checksum[:12]}): "
+                                    "run phase source again and the phases after it")
+            fill(dest)
+
+    wanted = Source(record["kind"], record["origin"], record["checksum"])
+    with checked_out(src_root, product, version, wanted, refill) as tree:
+        yield tree
+
+
+@contextmanager
+def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None):
+    """What the source is (downloaded, verified, cloned as needed) and how to put it into a directory."""
     kind = kind_of(spec)
     if kind == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
-        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", log)
-        source = Source(kind, origin, sha256_file(tarball))
-        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(tarball, dest))
+        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", suite, log)
+        yield Source(kind, origin, sha256_file(tarball)), lambda dest: unpack_tarball(tarball, dest)
     elif kind == "tarball":
-        source = Source(kind, str(Path(spec).resolve()), sha256_file(spec))
-        tree = shared_tree(src_root, product, version, source, lambda dest: unpack_tarball(Path(spec), dest))
+        yield (Source(kind, str(Path(spec).resolve()), sha256_file(spec)),
+               lambda dest: unpack_tarball(Path(spec), dest))
     elif kind == "directory":
         # Before reading or copying anything: a directory that is not this version's source (a mistyped
         # path, `/`) is refused as it is.
         require_version(Path(spec), version, str(Path(spec).resolve()))
-        source = Source(kind, str(Path(spec).resolve()), sha256_tree(spec))
-        tree = shared_tree(src_root, product, version, source, lambda dest: shutil.copytree(
-            spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
+        yield (Source(kind, str(Path(spec).resolve()), sha256_tree(spec)),
+               lambda dest: shutil.copytree(spec, dest, symlinks=True, ignore=shutil.ignore_patterns(".git")))
     else:
         ref = git_ref or f"{product.name}-{version}"
-        # The tree's name is its commit, known only once checked out: check out in a hidden folder that
-        # names this process (a killed clone's is swept by the next one), then rename it.
-        with atomic.scratch(ensure_dir(src_root) / "git-checkout") as checkout:
-            commit = git_checkout(spec, ref, checkout / "tree", cache / "git", log)
-            source = Source(kind, f"{spec}@{ref}", f"git:{commit}")
-            tree = shared_tree(src_root, product, version, source, lambda dest: (checkout / "tree").rename(dest))
-    require_version(tree, version, source.origin)
-    return source, tree
+        # In the cache, beside the trees: the checkout is renamed into place, never copied. Its hidden
+        # folder names this process, so a killed clone's is swept by the next one.
+        with atomic.scratch(ensure_dir(cache) / "git-checkout") as checkout:
+            tree = checkout / "tree"
+            commit = git_checkout(spec, ref, tree, cache / "git", log)
+            yield Source(kind, f"{spec}@{ref}", f"git:{commit}"), lambda dest: tree.rename(dest)
 
 
-def check_available(spec, version, product, base):
+def check_available(spec, version, config, base):
     """Refuse a version the source does not have, without downloading anything.
 
     A release checks this before it starts, on whatever machine it is started
     from, so only what that machine can see is checked: Debian's archive (when
-    apt knows deb-src entries) and a directory's VERSION file (a relative path
+    apt knows versions of the line) and a directory's VERSION file (a relative path
     is relative to base). A tarball, a git ref, or a path this machine lacks is
     left to fetch(), which checks every source.
     """
+    config.require_version(version)
+    product = config.product
     if spec == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
-        versions = _showsrc_versions(product.debian_source)
-        if versions:
+        versions = debian_versions(product.debian_source)
+        if of_line(versions, version_line(version)):
             matching_debian_version(product.debian_source, version, versions)
         return
     tree = Path(base, spec)
@@ -139,19 +194,175 @@ def ensure_dir(path):
     return Path(path)
 
 
-def shared_tree(src_root, product, version, source, fill):
-    """The tree of this source under src_root, filled once: in a hidden folder, then renamed
-    only when it is this version's source (nothing else stays in the cache)."""
-    tree = ensure_dir(src_root) / f"{product.name}-{version}-{source.checksum.split(':')[-1][:12]}"
-    if tree.is_dir():
-        return tree
+# --- latest -----------------------------------------------------------------
 
-    def checked(dest):
-        fill(dest)
-        require_version(dest, version, source.origin)
+def resolve_version(requested, spec, config, base=".", git_ref=None, log=None, on_worker=True):
+    """(version, how it was found): the requested version, or for 'latest' the newest of the
+    configuration's line that the source has.
 
-    atomic.place(tree, checked)    # or another build of the same source was first: the same tree
-    return tree
+    on_worker: where the build runs, the suite's deb-src entry may be added and its lists
+    refreshed, and a source that is not there is an error. Elsewhere (the master) only what
+    this machine already sees counts, and None says it cannot tell.
+    """
+    if requested != LATEST:
+        return config.require_version(validate_version(requested)), "as requested"
+    product, line = config.product, config.line
+    if spec == "debian":
+        if not product.debian_source:
+            raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
+        found = newest_debian_version(product.debian_source, line, config.debian_suite, log, on_worker)
+        if found is None:
+            return None
+        release, full = found
+        return release, f"the newest {product.name} {line or 'version'} in Debian's archive: {full}"
+    if "://" in spec or spec.startswith("git@"):
+        if git_ref:
+            raise PipelineError(f"--git-ref {git_ref} names one commit: give its version instead of 'latest'")
+        return newest_git_tag(spec, product, line), f"the newest {product.name}-* tag of {spec}"
+    path = Path(base, spec)
+    if not path.exists():
+        if on_worker:
+            kind_of(spec)     # raises: what the spec is not
+        return None
+    version = source_version(path) if path.is_dir() else tarball_version(path)
+    return config.require_version(version), f"the version of {spec}"
+
+
+def newest_debian_version(package, line, suite, log=None, add_entry=True):
+    """(release, Debian's full version) of the newest Debian version of `line`; None when apt knows
+    none and add_entry is False. With add_entry, the suite's deb-src entry is added, or its lists
+    refreshed, first (as root)."""
+    if add_entry:
+        try:
+            refresh_deb_src(suite, log)
+        except PipelineError as e:     # apt's lock held, the mirror away: the lists apt has still count
+            print(f"pgo: warning: cannot refresh the deb-src lists of {suite or 'this machine'}, "
+                  f"taking apt's lists as they are: {e}", file=sys.stderr)
+    versions = of_line(debian_versions(package), line)
+    if not versions and add_entry:
+        ensure_deb_src(suite, log)
+        versions = of_line(debian_versions(package), line)
+        if not versions:
+            where = f"suite {suite}" if suite else "this machine's suites"
+            raise PipelineError(f"Debian's archive ({where}) has no {package} {line or 'version'}")
+    if not versions:
+        return None
+    release = max((release_of(v) for v in versions), key=version_key)
+    return release, matching_debian_version(package, release, versions)
+
+
+def newest_git_tag(url, product, line):
+    """The newest version with a tag <product>-MAJOR.MINOR.PATCH in the repository, of `line` if given."""
+    result = subprocess.run(["git", "ls-remote", "--tags", "--refs", url, f"refs/tags/{product.name}-*"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PipelineError(f"cannot list the tags of {url}: {result.stderr.strip()[-300:]}")
+    prefix = f"refs/tags/{product.name}-"
+    versions = [ref.removeprefix(prefix) for ref in re.findall(r"\t(\S+)$", result.stdout, re.M)
+                if ref.startswith(prefix)]
+    versions = [v for v in versions if VERSION_RE.fullmatch(v) and (line is None or version_line(v) == line)]
+    if not versions:
+        raise PipelineError(f"{url} has no tag {product.name}-{line + '.' if line else ''}N")
+    return max(versions, key=version_key)
+
+
+def tarball_version(tarball):
+    """The version in a release tarball's VERSION file (at the top, or in its one top-level folder)."""
+    for pattern in ("*/VERSION", "VERSION"):
+        result = subprocess.run(["tar", "-xOf", str(tarball), "--wildcards", "--no-wildcards-match-slash",
+                                 pattern], capture_output=True, text=True)
+        if result.returncode == 0 and result.stdout.strip():
+            with tempfile.TemporaryDirectory() as scratch:
+                Path(scratch, "VERSION").write_text(result.stdout)
+                return source_version(scratch)
+    raise PipelineError(f"{tarball} has no VERSION file: give the version it holds")
+
+
+# --- the line's tree ----------------------------------------------------------
+
+def line_tree(src_root, product, version):
+    return Path(src_root) / f"{product.name}-{version_line(version)}"
+
+
+# Trees this process holds, and the source in each: a refresh while one is held here would wait for itself.
+_HELD = {}
+
+
+@contextmanager
+def checked_out(src_root, product, version, source, fill):
+    """Hold the line's tree with `source` in it, shared with builds of the same source, for the block.
+
+    The tree is only replaced under an exclusive lock, which waits for every
+    build using it; a build of another source waits for the replacement. A
+    marker beside the tree names the source in it; it is removed before a
+    replacement and written after, so a tree cut short is never taken for one.
+    """
+    tree = line_tree(ensure_dir(src_root), product, version)
+    held_here = _HELD.setdefault(tree, [])
+    if held_here and held_here[-1] != source.checksum:
+        raise PipelineError(f"{tree} holds {held_here[-1][:12]} for this command, which also needs "
+                            f"{source.checksum[:12]} there")
+    with open(tree.with_name(f".{tree.name}.lock"), "a+") as lock:
+        take(lock, fcntl.LOCK_SH, tree)
+        while in_tree(tree) != source.checksum:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            take(lock, fcntl.LOCK_EX, tree)
+            if in_tree(tree) != source.checksum:
+                replace_tree(tree, source, version, fill)
+            # Not atomic (flock(2)): another build may swap the tree between the two calls; look again.
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        held_here.append(source.checksum)
+        try:
+            yield tree
+        finally:
+            held_here.pop()
+
+
+def take(lock, mode, tree):
+    try:
+        fcntl.flock(lock, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        marker = read_marker(tree)
+        held_by = f" (it holds {marker['origin']})" if marker else ""
+        say(f"waiting for the source tree {tree}: another build is using it{held_by}")
+        fcntl.flock(lock, mode)
+
+
+def marker_of(tree):
+    return tree.with_name(f".{tree.name}.source.json")
+
+
+def read_marker(tree):
+    try:
+        return json.loads(marker_of(tree).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def in_tree(tree):
+    marker = read_marker(tree)
+    return marker["checksum"] if marker and tree.is_dir() else None
+
+
+def replace_tree(tree, source, version, fill):
+    """Fill a hidden folder, check its version, and swap it in for the line's tree (exclusive lock held)."""
+    filling, old = tree.with_name(f".{tree.name}.filling"), tree.with_name(f".{tree.name}.old")
+    for leftover in (filling, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        fill(filling)
+        require_version(filling, version, source.origin)
+    except BaseException:
+        shutil.rmtree(filling, ignore_errors=True)
+        raise
+    marker_of(tree).unlink(missing_ok=True)
+    if tree.exists():
+        tree.rename(old)
+    filling.rename(tree)
+    marker = marker_of(tree).with_suffix(".tmp")
+    marker.write_text(json.dumps({"checksum": source.checksum, "origin": source.origin, "version": version}) + "\n")
+    marker.replace(marker_of(tree))
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def source_version(tree):
@@ -195,10 +406,10 @@ def unpack_tarball(tarball, dest):
 
 # --- Debian source packages -------------------------------------------------
 
-def debian_orig_tarball(package, version, cache, log=None):
+def debian_orig_tarball(package, version, cache, suite=None, log=None):
     """Download (once) and verify the Debian source package whose upstream version is `version`."""
-    full = debian_version(package, version, log)
-    upstream = full.split(":", 1)[-1].rsplit("-", 1)[0]
+    full = debian_version(package, version, suite, log)
+    upstream = upstream_of(full)
     folder = cache / f"{package}_{full.split(':', 1)[-1]}"
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
@@ -217,39 +428,97 @@ def debian_orig_tarball(package, version, cache, log=None):
     return tarballs[0], f"debian:{package}={full}"
 
 
-def debian_version(package, version, log=None):
-    versions = _showsrc_versions(package)
-    if not versions:
-        ensure_deb_src(log)
-        versions = _showsrc_versions(package)
+def debian_version(package, version, suite=None, log=None):
+    """Debian's full version of upstream `version`; adds the suite's deb-src entry when apt knows none of its line."""
+    versions = debian_versions(package)
+    if not of_line(versions, version_line(version)):
+        ensure_deb_src(suite, log)
+        versions = debian_versions(package)
     return matching_debian_version(package, version, versions)
+
+
+def of_line(versions, line):
+    """The Debian versions (epoch:upstream-revision) of upstream releases of `line` (None: all)."""
+    return [v for v in versions if release_of(v) and (line is None or version_line(release_of(v)) == line)]
+
+
+def upstream_of(debian_version):
+    """'1:11.8.9+ds-0+deb13u1' -> '11.8.9+ds': Debian's upstream version (a repacked tarball adds +ds)."""
+    return debian_version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+
+def release_of(debian_version):
+    """'1:11.8.9+ds-0+deb13u1' -> '11.8.9': the upstream release a Debian version packages (None: none)."""
+    match = re.match(r"[0-9]+\.[0-9]+\.[0-9]+(?![0-9.~])", upstream_of(debian_version))
+    return match.group(0) if match else None
 
 
 def matching_debian_version(package, version, versions):
     """The newest of Debian's versions (epoch:upstream-revision) whose upstream version is `version`."""
-    matching = [v for v in versions if v.split(":", 1)[-1].rsplit("-", 1)[0] == version]
+    matching = [v for v in versions if release_of(v) == version]
     if not matching:
         known = ", ".join(sorted(set(versions))) or "none"
         raise PipelineError(f"unknown version {version}: Debian's archive has {package} {known}")
     return sorted(matching)[-1]
 
 
-def _showsrc_versions(package):
+def debian_versions(package):
+    """Every version of the source package apt knows (apt-cache showsrc), as epoch:upstream-revision."""
     result = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
     return re.findall(r"^Version: (\S+)", result.stdout, re.M)
 
 
-def ensure_deb_src(log=None):
-    """Add a deb-src entry mirroring the configured deb entries, then update the lists."""
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
+def host_suite():
+    """This machine's Debian release (VERSION_CODENAME), or None."""
+    try:
+        return re.search(r"^VERSION_CODENAME=\"?([a-z]+)", OS_RELEASE.read_text(), re.M).group(1)
+    except (OSError, AttributeError):
+        return None
+
+
+def deb_src_entry(suite=None):
+    """The pipeline's deb-src entry for a Debian suite (None: this machine's own suites)."""
+    own = suite is None or suite == host_suite()
+    return APT_SOURCES / ("pgo-deb-src.sources" if own else f"pgo-deb-src-{suite}.sources")
+
+
+def deb_src_text(host_sources, suite=None, host=None):
+    """deb-src entries mirroring this machine's deb entries; for another suite, with its name
+    in place of this machine's (bookworm-security -> trixie-security)."""
+    text = re.sub(r"^Types: deb$", "Types: deb-src", host_sources, flags=re.M)
+    if suite and suite != host:
+        if not host:
+            raise PipelineError(f"cannot derive deb-src entries for {suite}: /etc/os-release names no "
+                                "VERSION_CODENAME for this machine's suites")
+        text = re.sub(r"^Suites:.*$", lambda line: re.sub(rf"\b{host}\b", suite, line.group(0)), text, flags=re.M)
+    return text
+
+
+def ensure_deb_src(suite=None, log=None):
+    """Add the suite's deb-src entry, mirroring the configured deb entries, then update the lists."""
+    sources = APT_SOURCES / "debian.sources"
+    entry = deb_src_entry(suite)
+    if entry.is_file():
+        refresh_deb_src(suite, log)
+        return
     if not sources.is_file():
-        raise PipelineError("no deb-src entry and no /etc/apt/sources.list.d/debian.sources to copy one from")
+        raise PipelineError(f"no deb-src entry and no {sources} to copy one from")
     if os.geteuid() != 0:
-        raise PipelineError("Debian source packages need a deb-src entry: run once as root, "
-                            "or add one as the README explains")
-    text = re.sub(r"^Types: deb$", "Types: deb-src", sources.read_text(), flags=re.M)
-    DEB_SRC_ENTRY.write_text(text)
+        raise PipelineError(f"Debian source packages{' of ' + suite if suite else ''} need a deb-src entry: "
+                            "run once as root, or add one as the README explains")
+    entry.write_text(deb_src_text(sources.read_text(), suite, host_suite()))
     _run(["apt-get", "update"], log=log)
+
+
+def refresh_deb_src(suite=None, log=None):
+    """Update the package lists of the pipeline's deb-src entry for the suite, and no others
+    (as root, when the entry is there): what 'latest' is depends on them."""
+    entry = deb_src_entry(suite)
+    if os.geteuid() != 0 or not entry.is_file():
+        return False
+    _run(["apt-get", "update", "-o", f"Dir::Etc::SourceList={entry}", "-o", "Dir::Etc::SourceParts=-",
+          "-o", "APT::Get::List-Cleanup=0"], log=log)
+    return True
 
 
 def verify_dsc(dsc, quiet=False):

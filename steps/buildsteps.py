@@ -82,6 +82,19 @@ class PgoCommand(ShellCommand):
         return summary
 
 
+class ResolveVersion(PgoCommand):
+    """`pgo latest`: the build's version property becomes the version 'latest' is now."""
+
+    def __init__(self, **kwargs):
+        super().__init__(read_result=lines.latest_version_result, **kwargs)
+
+    def watch(self, line):
+        version = lines.latest_version_of(line)
+        if version:
+            self.setProperty("version", version, "version step")
+        super().watch(line)
+
+
 class GiveUpOnLostWorkers(buildstep.BuildStep):
     """Fail a build request whose earlier builds lost their worker max_lost times.
 

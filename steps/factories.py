@@ -14,13 +14,15 @@ master, which the release's last step publishes in one rename.
 
 from buildbot.plugins import steps as bb_steps
 from buildbot.plugins import util
+from buildbot.process.results import SKIPPED
 
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
 from pgo.lines import RESULT_PARSERS
 from pgo.phases import PIPELINES
+from pgo.source import LATEST
 from steps import publish
-from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder
+from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
 
 # A MariaDB compile prints progress every few seconds, but training and the
 # benchmark may be silent for long stretches; a whole build takes ~40 minutes
@@ -93,6 +95,15 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     return steps
 
 
+def version_step(settings):
+    """'latest' the master could not resolve (the nightly's, or a source only the worker sees):
+    the worker resolves it once, before any phase, and the build goes on with that version."""
+    return ResolveVersion(name="version", command=[
+        "python3", "-m", "pgo", "latest", "--config", util.Property("config"), "--source", util.Property("source")],
+        workdir=settings.repo_on_worker, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False, haltOnFailure=True,
+        doStepIf=lambda step: step.getProperty("version") == LATEST, hideStepIf=lambda results, step: results == SKIPPED)
+
+
 def reusing(profile):
     return bool(profile) and profile != "train"
 
@@ -147,6 +158,7 @@ def release_factory(settings, platform):
     f = util.BuildFactory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("work", "work-plain", "bench", "release-profile"))
+    f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK))
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
@@ -204,6 +216,7 @@ def nightly_factory(settings):
     f = util.BuildFactory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("work", "packages"))
+    f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
     f.addStep(pgo_step(settings, "package-bintar",
                        ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES]))

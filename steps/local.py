@@ -1,6 +1,6 @@
 """./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
 
-    ./release                          set up, start, release MariaDB 10.11.18 (minimal), follow it
+    ./release                          set up, start, release the newest MariaDB 10.11 (minimal), follow it
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
     ./release stop                     stop them
@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from pgo import PipelineError, lines
+from pgo.source import LATEST
 from pgo.toolchain import detect
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
 
@@ -89,7 +90,7 @@ formats = [{formats}]
 [nightly]
 enabled = true
 platform = "local"
-version = "10.11.18"
+version = "latest"
 config = "minimal"
 source = "debian"
 keep = 7
@@ -270,6 +271,14 @@ def force_release(api, version, config, source, formats, benchmark="auto", profi
     return bsid
 
 
+def resolution(api, bsid):
+    """Which version 'latest' became: the master's answer, or that the worker's version step gives it."""
+    properties = api.get(f"buildsets/{bsid}/properties")["properties"]
+    said = properties[0].get("resolved_from") if properties else None
+    return (f"release {said[0]} (resolved by the master)" if said else
+            "release latest: the master's apt does not know the line; the build's version step resolves it")
+
+
 def newest_build_id(api):
     builds = api.get("builds", order="-buildid", limit=1)["builds"]
     return builds[0]["buildid"] if builds else 0
@@ -393,6 +402,8 @@ def cmd_run(args):
     bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark,
                          args.profile)
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
+    if args.version == LATEST:
+        say(resolution(api, bsid))
     try:
         results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60)
     except KeyboardInterrupt:
@@ -428,7 +439,8 @@ def make_parser():
     common.add_argument("--runtime", help="runtime folder (default: run/ in the repository)")
     sub = parser.add_subparsers(dest="command", metavar="command")
     run = sub.add_parser("run", parents=[common], help="start everything and run a PGO release (the default)")
-    run.add_argument("--version", default="10.11.18", help="version to release (default 10.11.18)")
+    run.add_argument("--version", default=LATEST, help="version to release: MAJOR.MINOR.PATCH, or 'latest' "
+                     "(the default: the newest of the configuration's line that the source has)")
     run.add_argument("--config", default="minimal", help="named configuration of pgo/configs.toml")
     run.add_argument("--source", default="debian", help="'debian', a tarball, a directory or a git URL")
     run.add_argument("--formats", default=",".join(PACKAGE_FORMATS),

@@ -6,17 +6,17 @@ from twisted.internet import defer, threads
 
 from pgo import PipelineError
 from pgo.config import config_names
-from pgo.source import validate_version
+from pgo.source import validate_request
 from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
 
 
 class VersionParameter(util.StringParameter):
-    """A release version; refused with pgo's own message unless it is MAJOR.MINOR.PATCH."""
+    """A release version; refused with pgo's own message unless it is MAJOR.MINOR.PATCH or 'latest'."""
 
     def parse_from_arg(self, s):
         try:
-            return validate_version(s.strip())
+            return validate_request(s.strip())
         except PipelineError as e:
             raise ValidationError(str(e)) from None
 
@@ -26,7 +26,9 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
 
     A release it starts is recorded as a change (revision: the version): the
     web UI's grid and console views show builds by change, so each release is
-    a row there, with its builds on every platform.
+    a row there, with its builds on every platform. 'latest' is resolved here
+    when the master's apt knows the line (the release then builds that version
+    and the change names it), else by the build's `version` step on the worker.
     """
 
     def checkConfig(self, builderNames, settings=None, **kwargs):
@@ -40,10 +42,17 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
     def addBuildsetForSourceStampsWithDefaults(self, reason, sourcestamps=None, properties=None, builderNames=None,
                                                **kwargs):
         platforms = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
-        version, config, source = (properties.getProperty(name) for name in ("version", "config", "source"))
-        why = yield threads.deferToThread(preflight.refusal, self.settings, platforms, version, config, source)
+        requested, config, source = (properties.getProperty(name) for name in ("version", "config", "source"))
+        try:
+            version, how = yield threads.deferToThread(preflight.resolve, self.settings, requested, config, source)
+            why = yield threads.deferToThread(preflight.refusal, self.settings, platforms, version, config, source)
+        except PipelineError as e:
+            why = str(e)
         if why:
             raise CollectedValidationError({"version": why})
+        if how:
+            properties.setProperty("version", version, "release form")
+            properties.setProperty("resolved_from", f"latest is {version}: {how}", "release form")
         changeid = yield self.master.data.updates.addChange(
             author=properties.getProperty("owner"), revision=version, category="release", codebase="",
             comments=f"release {version} ({config}) from {source}: {properties.getProperty('reason')}")
@@ -54,7 +63,8 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
 
 def release_form_properties():
     return [
-        VersionParameter(name="version", label="Version (required), e.g. 10.11.18", required=True, size=12),
+        VersionParameter(name="version", label="Version: MAJOR.MINOR.PATCH, or latest (the newest of the "
+                         "configuration's line)", default="latest", required=True, size=12),
         util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
                                    default="minimal"),
         util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",
@@ -93,11 +103,12 @@ def make_schedulers(settings):
         result.append(schedulers.Nightly(
             name="nightly", builderNames=[builder], hour=n.hour, minute=n.minute,
             codebases={"": {"repository": "", "branch": ""}},
-            properties={"version": n.version, "config": n.config, "source": n.source,
+            properties={"version": n.version, "config": n.config, "source": n.source, "profile": n.profile,
                         "formats": ["bintar"], "benchmark": "off"}))
         result.append(schedulers.ForceScheduler(
             name="nightly_now", label="Run the nightly now", buttonName="Start nightly",
             builderNames=[builder], codebases=no_source_stamp(),
             properties=[util.FixedParameter(name=k, default=v) for k, v in
-                        {"version": n.version, "config": n.config, "source": n.source}.items()]))
+                        {"version": n.version, "config": n.config, "source": n.source,
+                         "profile": n.profile}.items()]))
     return result

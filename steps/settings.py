@@ -14,7 +14,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgo import PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
+from pgo.source import validate_request
 
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
@@ -53,9 +55,10 @@ class Nightly:
     hour: int = 3
     minute: int = 0
     platform: str = "local"
-    version: str = "10.11.18"
+    version: str = "latest"           # the newest of the configuration's line, resolved at each run
     config: str = "minimal"
     source: str = "debian"
+    profile: str = "train"            # or "latest": reuse the newest archived profile of the line (one build)
     keep: int = 7
 
 
@@ -227,3 +230,7 @@ def check(s):
         raise SettingsError(f"{where}: worker_wait_minutes must be above 0")
     if s.nightly.keep < 1:
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")
+    try:
+        validate_request(s.nightly.version)
+    except PipelineError as e:
+        raise SettingsError(f"{where}: [nightly] {e}") from None

@@ -21,10 +21,9 @@ HOT_LOOP_LINE = "h = (h << 5) | (h >> 27);"
 def pgo(*args, archive_root, limit_file_size=None):
     env = {**os.environ, "PGO_ARCHIVE": str(archive_root)}
     env.pop("PGO_BUILDER", None)
-    preexec = None
-    if limit_file_size is not None:
-        def preexec():
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+    def limit_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+    preexec = limit_size if limit_file_size is not None else None
     return subprocess.run([sys.executable, "-m", "pgo", *map(str, args)], cwd=REPO, env=env,
                           capture_output=True, text=True, preexec_fn=preexec)
 
@@ -210,6 +209,25 @@ def test_stale_profile_needs_explicit_acceptance(archive_copy, tmp_path):
     use = json.loads((work / "profile-use.json").read_text())
     assert use["coverage_mismatch"] >= 1 and use["hot_coverage"] == 1.0
     assert (work / "stage" / "bin" / "fixture").is_file()
+
+
+def test_a_profile_carries_to_the_next_version_of_its_line(archive_copy, tmp_path):
+    # 1.0.1 changes nothing the training ran, and moves no function: built at the line's one
+    # source path (src/fixture-1.0), every function keeps the profile 1.0.0 trained.
+    newer = fixture_source(tmp_path / "newer-src", "1.0.1")
+    main = newer / "src" / "main.c"
+    main.write_text(main.read_text() + "\n/* 1.0.1: a comment after every function */\n")
+    result = ok(build(tmp_path / "newer", archive_copy, "--profile-from", "latest", version="1.0.1", source=newer))
+    assert "[import] stale: trained on fixture 1.0.0" in result.stdout
+    use = json.loads((tmp_path / "newer" / "profile-use.json").read_text())
+    assert use["hot_coverage"] == 1.0 and use["coverage_mismatch"] == 0 and use["source_moved"] == 0
+    assert os.readlink(tmp_path / "newer" / "src").endswith("/src/fixture-1.0")
+    # The same source at another path (another cache, as per version before): GCC drops the profile
+    # of every function, because each one's source path changed.
+    elsewhere = build(tmp_path / "elsewhere", archive_copy, "--profile-from", "latest", "--accept-stale",
+                      "--cache", tmp_path / "other-cache", version="1.0.1", source=newer)
+    use = json.loads((tmp_path / "elsewhere" / "profile-use.json").read_text())
+    assert ok(elsewhere) and use["source_moved"] >= 2
 
 
 def test_a_newer_version_line_does_not_take_an_older_lines_profile(archive_copy, tmp_path):

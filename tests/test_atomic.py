@@ -6,7 +6,6 @@ the helper itself, with real processes writing and dying.
 """
 
 import json
-import os
 import signal
 import socket
 import subprocess

@@ -17,7 +17,7 @@ from buildbot.schedulers.triggerable import Triggerable
 from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
 from steps.config import buildmaster_config
-from steps.preflight import refusal
+from steps.preflight import refusal, resolve
 from steps.schedulers import VersionParameter
 from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from steps.workers import current_image, domain_xml
@@ -77,6 +77,11 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "stage"]
     assert [n.removeprefix("baseline-") for n in names if n.startswith("baseline-")] == list(PIPELINES["off"])
     assert names.index("benchmark") < names.index("packages") < names.index("publish")
+    # 'latest' the master could not resolve: the worker resolves it once, before any phase.
+    assert names.index("clean") < names.index("version") < names.index("source")
+    nightly = next(b.factory for b in two_platforms.builders if b.name == "nightly-debian-12")
+    nightly_names = [step.kwargs.get("name", step.step_class.name) for step in nightly.steps]
+    assert nightly_names.index("version") < nightly_names.index("source")
 
 
 def test_schedulers_release_nightly_and_fan_out(two_platforms):
@@ -86,6 +91,10 @@ def test_schedulers_release_nightly_and_fan_out(two_platforms):
     assert sorted(release.builderNames) == ["release-debian-12", "release-rocky-9"]
     assert isinstance(schedulers["nightly"], Nightly)
     assert schedulers["nightly"].builderNames == ["nightly-debian-12"]
+    # Every night the newest version of the configuration's line; a profile trained each time
+    # unless the settings say profile = "latest".
+    properties = schedulers["nightly"]._config_kwargs["properties"]
+    assert (properties["version"], properties["profile"]) == ("latest", "train")
     triggerable = sorted(n for n, s in schedulers.items() if isinstance(s, Triggerable))
     assert triggerable == ["package-debian-12-bintar", "package-debian-12-deb", "package-rocky-9-rpm"]
 
@@ -120,6 +129,7 @@ def test_defaults_pass_checkconfig_without_a_settings_file(tmp_path):
 def test_version_is_validated_with_a_clear_message():
     version = VersionParameter(name="version", required=True)
     assert version.getFromKwargs({"version": ["10.11.18"]}) == "10.11.18"
+    assert version.getFromKwargs({"version": ["latest"]}) == "latest"
     with pytest.raises(ValidationError, match="invalid version '10.11': expected MAJOR.MINOR.PATCH"):
         version.getFromKwargs({"version": ["10.11"]})
     with pytest.raises(ValidationError, match="needs to be specified"):
@@ -132,6 +142,7 @@ def test_version_is_validated_with_a_clear_message():
     ("[[platforms]]\nname = 'x'\nworkers = ['local-worker']\nformats = ['zip']", "unknown package format 'zip'"),
     ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
     ("[nightly]\nkeep = 0", "keep must be at least 1"),
+    ("[nightly]\nversion = 'newest'", "[nightly] invalid version 'newest'"),
     ("admins = {}", "no [admins]"),
     ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
     ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),
@@ -188,12 +199,23 @@ def test_missing_image_pointer_is_a_clear_error(tmp_path):
         current_image(tmp_path)
 
 
-def debian_mariadb_versions():
+def debian_mariadb_versions(line="10.11"):
     shown = subprocess.run(["apt-cache", "showsrc", "mariadb"], capture_output=True, text=True).stdout
-    return re.findall(r"^Version: \d+:(\S+)-\S+$", shown, re.M)
+    return [v for v in re.findall(r"^Version: \d+:([0-9.]+)-\S+$", shown, re.M) if v.startswith(line + ".")]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="Debian source lookups add a deb-src entry as root")
+def test_the_master_resolves_latest_when_it_can_see_the_source(tmp_path):
+    settings = from_dict({}, tmp_path, None)
+    assert resolve(settings, "latest", "fixture", "tests/fixture") == ("1.0.0", "the version of tests/fixture")
+    assert resolve(settings, "1.0.0", "fixture", "tests/fixture") == ("1.0.0", None)
+    # A path only the worker has: its version step resolves it.
+    assert resolve(settings, "latest", "fixture", "/srv/elsewhere") == ("latest", None)
+    assert refusal(settings, settings.platforms, "latest", "fixture", "/srv/elsewhere") is None
+    assert refusal(settings, settings.platforms, "11.8.9", "minimal", "debian").startswith(
+        "configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line 11.8")
+
+
 def test_a_version_debian_lacks_is_refused_before_the_build(tmp_path):
     if not debian_mariadb_versions():
         ensure_deb_src()                  # what the source phase does on a fresh machine

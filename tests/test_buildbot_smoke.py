@@ -38,12 +38,15 @@ def master(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(SETTINGS_ENV, raising=False)
         runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
-        # The nightly builds the fixture too, and keeps only the newest.
-        runtime.settings_file.write_text(local.settings_text(free_port(), free_port(), free_port()).replace(
-            'version = "10.11.18"\nconfig = "minimal"\nsource = "debian"\nkeep = 7',
-            'version = "1.0.0"\nconfig = "fixture"\nsource = "tests/fixture"\nkeep = 1'
+        # The nightly builds the fixture too ('latest': its VERSION), and keeps only the newest; never
+        # MariaDB, so the settings must say what is replaced.
+        text = local.settings_text(free_port(), free_port(), free_port())
+        nightly = 'version = "latest"\nconfig = "minimal"\nsource = "debian"\nkeep = 7'
+        assert nightly in text
         # A release waiting for a worker that is not connected gives up after 3 s.
-        ).replace("[admins]", "worker_wait_minutes = 0.05\n\n[admins]"))
+        runtime.settings_file.write_text(text.replace(nightly, 'version = "latest"\nconfig = "fixture"\n'
+                                                               'source = "tests/fixture"\nkeep = 1')
+                                         .replace("[admins]", "worker_wait_minutes = 0.05\n\n[admins]"))
         local.setup(runtime)
         try:
             settings, _ = local.start(runtime)
@@ -235,6 +238,7 @@ def test_nightly_publishes_a_tarball_and_keeps_the_newest(master):
         bsid, _ = api.control("forceschedulers/nightly_now", "force", reason="smoke test")
         assert local.follow(api, bsid, before, out=lambda line: None) == 0
     (nightly,) = (settings.downloads / "nightly").iterdir()
+    assert "-1.0.0-" in nightly.name          # 'latest', resolved by the nightly's version step
     assert verify_sha256sums(nightly) == []
     assert (nightly / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()
 

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from buildbot.process.results import FAILURE, RETRY, SUCCESS
+from buildbot.process.results import FAILURE, RETRY, SKIPPED, SUCCESS
 from buildbot.test import fakedb
 from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import ExpectShell, TestBuildStepMixin
@@ -126,6 +126,32 @@ class PgoCommandTest(StepTest):
         d.addCallback(lambda _: self.step.getBuildResultSummary())
         d.addCallback(lambda s: self.assertEqual(s["build"], summary))
         return d
+
+
+class VersionStepTest(StepTest):
+    LATEST = ["python3", "-m", "pgo", "latest", "--config", "minimal", "--source", "debian"]
+
+    def version_step(self, version):
+        self.setup_step(factories.version_step(SimpleNamespace(repo_on_worker="repo")))
+        for name, value in {"version": version, "config": "minimal", "source": "debian"}.items():
+            self.build.setProperty(name, value, "release form")
+
+    def test_latest_becomes_the_version_the_build_goes_on_with(self):
+        self.version_step("latest")
+        self.expect_commands(ExpectShell(workdir="repo", command=self.LATEST, env={"PYTHONUNBUFFERED": "1"},
+                                         log_environ=False).stdout(
+            "[version] latest is 10.11.19: the newest mariadb 10.11 in Debian's archive: 1:10.11.19-0+deb12u1\n")
+            .exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="version: version 10.11.19 (the newest mariadb 10.11 in "
+                                                         "Debian's archive: 1:10.11.19-0+deb12u1);")
+        self.expect_property("version", "10.11.19")
+        return self.run_step()
+
+    def test_a_version_the_master_resolved_is_kept(self):
+        self.version_step("10.11.18")
+        self.expect_outcome(result=SKIPPED, state_string="version (skipped)")
+        self.expect_property("version", "10.11.18")
+        return self.run_step()
 
 
 class GiveUpOnLostWorkersTest(StepTest):

@@ -71,6 +71,14 @@ def test_benchmark_verdict_becomes_its_summary(tmp_path, args, outcome):
     assert read(lines.progress, run.stdout.splitlines()) == []
 
 
+def test_latest_version_line_names_the_version_the_build_goes_on_with():
+    output = run_pgo("latest", "--config", "fixture", "--source", "tests/fixture").stdout.splitlines()
+    assert output == ["[version] latest is 1.0.0: the version of tests/fixture"]
+    assert read(lines.RESULT_PARSERS["version"], output) == ["version 1.0.0 (the version of tests/fixture);"]
+    assert [lines.latest_version_of(line) for line in output] == ["1.0.0"]
+    assert lines.latest_version_of("[version] latest is soon: never") is None
+
+
 def test_benchmark_pair_is_progress():
     line = lines.bench_pair(7, 20, "oltp_read_only", 1, 12.4, 22)
     assert line == "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
@@ -80,7 +88,7 @@ def test_benchmark_pair_is_progress():
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.18 "
+    (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.19 "
                            "(see pgo build --help)"),
     (["--version", "1.0.0", "--source", "tests/no-such-source"],
      "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"),

@@ -12,6 +12,7 @@ import tarfile
 import pytest
 
 from conftest import FIXTURE, run_pgo
+from pgo import source
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
@@ -136,22 +137,42 @@ def test_plain_packages_never_carry_the_pgo_mark(published):
     assert buildinfo(published["plain", "rpm"])["profile_use"] is None
 
 
-def test_deb_versions_upgrade_the_distributions_package():
+def newer(a, b):
+    return subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
+
+
+class Built:             # what deb_version reads of a staged build
+    def __init__(self, version, label, origin, release=1):
+        self.version, self.label, self.release = version, label, release
+        self.info = {"source": {"kind": "debian" if origin.startswith("debian:") else "directory", "origin": origin}}
+
+
+# Debian's own versions: 12 (bookworm) has 1:10.11.18-0+deb12u1 and 1:10.11.19-0+deb12u1; 13
+# (trixie) repacks the upstream tarball: 1:11.8.9+ds-0+deb13u1 (apt-cache showsrc mariadb with a
+# trixie deb-src entry). A later revision of one upstream release (deb12u2) is what a security fix
+# without a new upstream release would be.
+DEBIAN = ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1", "1:10.11.19-0+deb12u2", "1:11.8.9+ds-0+deb13u1"]
+NEXT_UPSTREAM = {"10.11.18": "1:10.11.19-0+deb12u1", "10.11.19": "1:10.11.20-0+deb12u1",
+                 "11.8.9": "1:11.8.10+ds-0+deb13u1"}
+
+
+@pytest.mark.parametrize("theirs", DEBIAN + source.debian_versions("mariadb"))
+def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
     from pgo.debpackages import deb_version
     from pgo.package import RECIPES, load_toml
     recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
-    theirs = recipe["distribution_version"].format(version="10.11.18")
-    assert theirs == "1:10.11.18-0+deb12u1"
-
-    class Version:          # the two attributes deb_version reads
-        def __init__(self, package_version, release):
-            self.package_version, self.release = package_version, release
-
-    pgo, plain = deb_version(Version("10.11.18+pgo", 1), recipe), deb_version(Version("10.11.18", 1), recipe)
-    assert (pgo, plain) == ("1:10.11.18+pgo-1", "1:10.11.18-1")
-    newer = lambda a, b: subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
-    assert newer(pgo, theirs) and newer(plain, theirs) and newer(pgo, plain)
-    assert newer("1:10.11.19-0+deb12u1", pgo)     # the next security release still wins
+    release = source.release_of(theirs)
+    # Built from another source (a tarball, git), the upstream part is the release itself: above
+    # Debian's unless Debian repacked it (only Debian's own source package spells '11.8.9+ds').
+    repacked = source.upstream_of(theirs) != release
+    for origin in [f"debian:mariadb={theirs}"] + ([] if repacked else ["/srv/mariadb-source"]):
+        pgo, plain = (deb_version(Built(release, label, origin), recipe) for label in ("pgo", ""))
+        assert newer(pgo, theirs) and newer(plain, theirs) and newer(pgo, plain), (origin, pgo, plain, theirs)
+        if release in NEXT_UPSTREAM:          # Debian's next upstream release still wins
+            assert newer(NEXT_UPSTREAM[release], pgo)
+    built_from_debian = deb_version(Built(release, "pgo", f"debian:mariadb={theirs}"), recipe)
+    assert built_from_debian == f"1:{source.upstream_of(theirs)}+pgo-1"
+    assert recipe["distribution_version"].format(version="10.11.19") == "1:10.11.19-0+deb12u1"
 
 
 @pytest.mark.parametrize("kind,fmt", [("pgo", "bintar"), ("pgo", "rpm"), ("plain", "bintar"), ("plain", "rpm")])

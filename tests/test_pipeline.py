@@ -171,6 +171,9 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
     (["--version", "1.0.0", "--config", "huge"], "unknown configuration 'huge'"),
     (["--version", "1.0.0", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
     (["--version", "1.0.0", "--git-ref", "fixture-1.0.1"], "--git-ref applies only to a git URL --source"),
+    (["--version", "latest", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
+    (["--version", "11.8.9", "--config", "minimal"], "configuration 'minimal' builds mariadb 10.11; 11.8.9 is of "
+                                                     "line 11.8 (configurations for it: minimal-11.8, release-11.8)"),
 ])
 def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     base = ["build", "--config", "fixture", "--source", FIXTURE, "--workdir", tmp_path / "w"]
@@ -244,6 +247,14 @@ def test_the_contract_names_every_path_the_phases_use(pgo):
     assert items["buildinfo.json"]["written_by"] == ["pgo package"]
     assert "every phase" in items["state.json"]["written_by"]
     assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout
+
+
+def test_latest_is_resolved_once_and_said(tmp_path, pgo):
+    result = pgo("build", "--version", "latest", "--config", "fixture", "--source", FIXTURE,
+                 "--workdir", tmp_path / "w", "--phase", "source")
+    assert result.stdout.splitlines()[0] == f"[version] latest is 1.0.0: the version of {FIXTURE}"
+    assert json.loads((tmp_path / "w" / "settings.json").read_text())["version"] == "1.0.0"
+    assert json.loads((tmp_path / "w" / "source.json").read_text())["version"] == "1.0.0"
 
 
 def test_phase_alone_needs_its_inputs(tmp_path, pgo):

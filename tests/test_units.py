@@ -1,8 +1,11 @@
 """Unit tests: configuration file, flags, source resolution, profile check, compiler warnings."""
 
 import io
+import shutil
 import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ import pytest
 from pgo import PipelineError, profile, source
 from pgo.config import build_config, config_names
 from pgo.toolchain import detect, fingerprint, pgo_flags
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 # --- configuration file -------------------------------------------------------
@@ -21,6 +26,18 @@ def test_shipped_configurations_resolve():
     assert minimal.cmake_args[:len(release.cmake_args)] == release.cmake_args
     assert "-DPLUGIN_ROCKSDB=NO" in minimal.cmake_args and "-DPLUGIN_ROCKSDB=NO" not in release.cmake_args
     assert minimal.product.name == "mariadb" and "sql" in minimal.product.hot_dirs
+
+
+def test_configurations_name_their_product_line_and_debian_suite():
+    assert (build_config("minimal").line, build_config("minimal").debian_suite) == ("10.11", "bookworm")
+    for name in ("release-11.8", "minimal-11.8"):
+        eleven, ten = build_config(name), build_config(name.removesuffix("-11.8"))
+        assert (eleven.line, eleven.debian_suite) == ("11.8", "trixie") and eleven.cmake_args == ten.cmake_args
+    assert build_config("fixture").line is None and build_config("fixture").require_version("7.1.0") == "7.1.0"
+    assert build_config("minimal").require_version("10.11.19") == "10.11.19"
+    with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line "
+                                            r"11.8 \(configurations for it: minimal-11.8, release-11.8\)"):
+        build_config("minimal").require_version("11.8.9")
 
 
 def config(**configs):
@@ -41,6 +58,7 @@ def test_inherits_appends_in_order():
     (config(zzz={"product": "nope"}), "unknown product 'nope'"),
     (config(zzz={"product": "p", "cmake": ["WITH_X=1"]}), "is not a -D cache setting"),
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_C_FLAGS=-O3"]}), "the pipeline owns them"),
+    (config(zzz={"product": "p", "line": "11"}), "line '11' is not MAJOR.MINOR"),
 ])
 def test_bad_configurations_are_refused(data, message):
     with pytest.raises(PipelineError, match=message):
@@ -125,9 +143,9 @@ def test_tarball_source_unpacks_its_top_folder(tmp_path):
     got, tree = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
     assert got.kind == "tarball" and got.checksum == source.sha256_file(tmp_path / "p.tar.gz")
     assert (tree / "a.c").read_text() == "int a;\n"
-    assert tree == tmp_path / "src" / f"fixture-1.0.0-{got.checksum[:12]}"
+    assert tree == tmp_path / "src" / "fixture-1.0"
     _, same = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
-    assert same == tree and [p.name for p in (tmp_path / "src").iterdir()] == [tree.name]
+    assert same == tree and [p.name for p in (tmp_path / "src").iterdir() if not p.name.startswith(".")] == [tree.name]
     (tmp_path / "bad.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(PipelineError, match="cannot unpack"):
         source.fetch(str(tmp_path / "bad.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
@@ -138,7 +156,8 @@ def test_a_tarball_cannot_write_outside_its_folder(tmp_path):
     make_tarball(tmp_path / "evil.tar.gz", {"VERSION": "1.0.0\n", "../../escaped": "x\n"})
     with pytest.raises(PipelineError, match="cannot unpack .*evil.tar.gz: .*escaped: Member name contains '..'"):
         source.fetch(str(tmp_path / "evil.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
-    assert not (tmp_path / "escaped").exists() and not list((tmp_path / "src").iterdir())
+    assert not (tmp_path / "escaped").exists()
+    assert [p.name for p in (tmp_path / "src").iterdir() if p.suffix != ".lock"] == []
 
 
 def test_tree_checksum_covers_names_and_contents(tmp_path):
@@ -168,6 +187,163 @@ def test_git_source_checks_out_the_tag_and_caches_the_clone(tmp_path):
     assert len(list((tmp_path / "cache" / "git").iterdir())) == 1
     with pytest.raises(PipelineError, match="git ref 'nope' not found"):
         source.fetch(url, "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache", git_ref="nope")
+
+
+# --- versions: Debian's, 'latest' ------------------------------------------------
+
+@pytest.mark.parametrize("full, upstream, release", [
+    ("1:10.11.19-0+deb12u1", "10.11.19", "10.11.19"),
+    ("1:11.8.9+ds-0+deb13u1", "11.8.9+ds", "11.8.9"),     # trixie repacks the tarball
+    ("1:10.11.20~rc1-1", "10.11.20~rc1", None),           # not a release
+])
+def test_debian_versions_name_their_upstream_release(full, upstream, release):
+    assert (source.upstream_of(full), source.release_of(full)) == (upstream, release)
+
+
+def test_matching_debian_version_takes_a_repacked_tarball():
+    versions = ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1", "1:11.8.9+ds-0+deb13u1"]
+    assert source.matching_debian_version("mariadb", "11.8.9", versions) == "1:11.8.9+ds-0+deb13u1"
+    assert source.of_line(versions, "10.11") == versions[:2] and source.of_line(versions, None) == versions
+    with pytest.raises(PipelineError, match="unknown version 11.8.8: Debian's archive has mariadb 1:10.11.18"):
+        source.matching_debian_version("mariadb", "11.8.8", versions)
+
+
+DEBIAN_SOURCES = """Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+def test_deb_src_entry_of_another_suite_mirrors_this_machines_entries():
+    own = source.deb_src_text(DEBIAN_SOURCES, None, "bookworm")
+    assert own == DEBIAN_SOURCES.replace("Types: deb\n", "Types: deb-src\n")
+    assert source.deb_src_text(DEBIAN_SOURCES, "bookworm", "bookworm") == own
+    trixie = source.deb_src_text(DEBIAN_SOURCES, "trixie", "bookworm")
+    assert "Suites: trixie trixie-updates\n" in trixie and "Suites: trixie-security\n" in trixie
+    assert "bookworm" not in trixie and trixie.count("Types: deb-src\n") == 2
+    assert "URIs: http://deb.debian.org/debian-security" in trixie
+    with pytest.raises(PipelineError, match="cannot derive deb-src entries for trixie"):
+        source.deb_src_text(DEBIAN_SOURCES, "trixie", None)
+    assert source.deb_src_entry("zzz").name == "pgo-deb-src-zzz.sources"
+
+
+@pytest.fixture
+def apt(monkeypatch):
+    """Debian's archive as apt would show it, and the entries the pipeline adds, without apt."""
+    state = {"versions": ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1"], "added": [], "refreshed": []}
+    monkeypatch.setattr(source, "debian_versions", lambda package: list(state["versions"]))
+    monkeypatch.setattr(source, "refresh_deb_src", lambda suite, log=None: state["refreshed"].append(suite))
+
+    def add(suite, log=None):
+        state["added"].append(suite)
+        state["versions"].append("1:11.8.9+ds-0+deb13u1")
+    monkeypatch.setattr(source, "ensure_deb_src", add)
+    return state
+
+
+def test_latest_is_the_newest_debian_version_of_the_configurations_line(apt):
+    version, how = source.resolve_version("latest", "debian", build_config("minimal"))
+    assert (version, how) == ("10.11.19", "the newest mariadb 10.11 in Debian's archive: 1:10.11.19-0+deb12u1")
+    assert apt["refreshed"] == ["bookworm"] and apt["added"] == []
+    # No 11.8 known: the suite's deb-src entry is added first.
+    version, how = source.resolve_version("latest", "debian", build_config("minimal-11.8"))
+    assert (version, how) == ("11.8.9", "the newest mariadb 11.8 in Debian's archive: 1:11.8.9+ds-0+deb13u1")
+    assert apt["added"] == ["trixie"]
+    assert source.resolve_version("10.11.18", "debian", build_config("minimal")) == ("10.11.18", "as requested")
+    with pytest.raises(PipelineError, match="configuration 'minimal-11.8' builds mariadb 11.8; 10.11.18"):
+        source.resolve_version("10.11.18", "debian", build_config("minimal-11.8"))
+
+
+def test_latest_goes_on_with_apts_lists_when_they_cannot_be_refreshed(apt, monkeypatch, capsys):
+    def locked(suite, log=None):
+        raise PipelineError("'apt-get update' failed: E: Could not get lock /var/lib/apt/lists/lock")
+    monkeypatch.setattr(source, "refresh_deb_src", locked)
+    assert source.resolve_version("latest", "debian", build_config("minimal"))[0] == "10.11.19"
+    assert "pgo: warning: cannot refresh the deb-src lists of bookworm, taking apt's lists as they are: " \
+           "'apt-get update' failed: E: Could not get lock" in capsys.readouterr().err
+
+
+def test_a_master_resolves_latest_only_from_what_apt_already_knows(apt):
+    apt["versions"] = []
+    assert source.resolve_version("latest", "debian", build_config("minimal"), on_worker=False) is None
+    assert apt["added"] == apt["refreshed"] == []
+
+
+def test_latest_of_a_directory_a_tarball_and_a_git_repository(tmp_path):
+    fixture = build_config("fixture")
+    assert source.resolve_version("latest", "tests/fixture", fixture, base=REPO) == (
+        "1.0.0", "the version of tests/fixture")
+    make_tarball(tmp_path / "p.tar.gz", {"VERSION": "1.2.3\n"})
+    assert source.resolve_version("latest", str(tmp_path / "p.tar.gz"), fixture)[0] == "1.2.3"
+    repo = tmp_path / "upstream"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    for tag in ("fixture-1.0.0", "fixture-1.10.0", "fixture-1.9.9", "fixture-2.0.0-rc1", "other-9.0.0"):
+        subprocess.run([*git, "tag", tag], check=True)
+    url = f"file://{repo}"
+    assert source.resolve_version("latest", url, fixture) == ("1.10.0", f"the newest fixture-* tag of {url}")
+    with pytest.raises(PipelineError, match="--git-ref main names one commit"):
+        source.resolve_version("latest", url, fixture, git_ref="main")
+    assert source.resolve_version("latest", str(tmp_path / "nowhere"), fixture, on_worker=False) is None
+
+
+# --- the line's shared source tree --------------------------------------------------
+
+def fixture_release(root, version, extra=""):
+    tree = Path(root) / version
+    tree.mkdir(parents=True)
+    (tree / "VERSION").write_text(version + "\n")
+    (tree / "a.c").write_text(f"int a;{extra}\n")
+    return tree
+
+
+def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
+    from pgo.config import product
+    one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1", " int b;")
+    first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    second, same = source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    assert tree == same == tmp_path / "src" / "fixture-1.0" and (tree / "VERSION").read_text() == "1.0.1\n"
+    assert source.read_marker(tree) == {"checksum": second.checksum, "origin": second.origin, "version": "1.0.1"}
+    # A build of 1.0.0 that holds the tree later gets its own source back, from where it came.
+    record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
+    with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache") as held:
+        assert held == tree and (tree / "VERSION").read_text() == "1.0.0\n"
+        # ... and while it does, this process cannot want another source there.
+        with pytest.raises(PipelineError, match="holds .* for this command, which also needs"):
+            source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    (one / "a.c").write_text("changed\n")
+    shutil.rmtree(tree)
+    with pytest.raises(PipelineError, match="is no longer what phase source took"):
+        with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
+            pass
+    assert [p.name for p in (tmp_path / "src").iterdir() if not p.name.endswith((".lock", ".json"))] == []
+
+
+def test_another_version_waits_until_no_build_uses_the_tree(tmp_path):
+    from pgo.config import product
+    one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1")
+    first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
+    record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
+    fetch_two = [sys.executable, "-c", "import sys; from pgo import source; from pgo.config import product; "
+                 f"source.fetch({str(two)!r}, '1.0.1', product('fixture'), {str(tmp_path / 'src')!r}, "
+                 f"{str(tmp_path / 'cache')!r}); print('done')"]
+    with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
+        other = subprocess.Popen(fetch_two, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        waiting = other.stdout.readline()
+        assert waiting.startswith(f"waiting for the source tree {tree}: another build is using it (it holds ")
+        time.sleep(0.5)
+        assert other.poll() is None and (tree / "VERSION").read_text() == "1.0.0\n"
+    assert other.stdout.read() == "done\n" and other.wait() == 0
+    assert (tree / "VERSION").read_text() == "1.0.1\n"
 
 
 def test_dsc_verification_catches_a_corrupted_download(tmp_path):

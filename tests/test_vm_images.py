@@ -81,6 +81,7 @@ def test_validate_command_lists_images_and_exits_zero():
     (lambda d: d["images"]["gcc11"].update({"bootstrap": "debootstrap"}), "bootstrapped with 'mmdebstrap'"),
     (lambda d: d["images"]["gcc11"].update({"mirror": "deb.debian.org"}), "not an http(s) URL"),
     (lambda d: d["images"]["gcc11"].update({"disk_gib": "40G"}), "disk_gib must be a whole number"),
+    (lambda d: d["images"]["gcc11"].update({"source_suites": "trixie"}), "source_suites must be a list"),
     (lambda d: d["images"]["gcc11"].update({"worker": {"user": "root"}}), "unprivileged user name"),
     (lambda d: d["images"]["gcc11"].update({"worker": {"buildbot_worker": "latest"}}), "not an exact version"),
 ])
@@ -89,6 +90,19 @@ def test_bad_definitions_are_refused_with_the_reason(data, change, message):
     error = image_error("gcc11", data)
     assert message in error
     assert error.startswith("image 'gcc11'")
+
+
+def test_the_worker_can_fetch_the_source_packages_of_its_source_suites(monkeypatch, tmp_path):
+    from vm_images import build
+    commands = []
+    monkeypatch.setattr(build, "run_logged", lambda command, log: commands.append(command))
+    build.bootstrap(definition.image("gcc12"), tmp_path, None)
+    entries = [arg for arg in map(str, commands[0]) if arg.startswith("deb")]
+    # Debian 13's source packages (the 11.8 line), never its binary packages.
+    assert {e for e in entries if "trixie" in e} == {
+        "deb-src http://deb.debian.org/debian trixie main", "deb-src http://deb.debian.org/debian trixie-updates main",
+        "deb-src http://deb.debian.org/debian-security trixie-security main"}
+    assert "deb http://deb.debian.org/debian bookworm main" in entries
 
 
 def test_unknown_image_names_the_known_ones(data):

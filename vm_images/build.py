@@ -88,6 +88,9 @@ def bootstrap(image, rootfs, log):
     entries = [f"{kind} {image.mirror} {dist} main" for dist in (suite, f"{suite}-updates")
                for kind in ("deb", "deb-src")]
     entries += [f"{kind} {image.security_mirror} {suite}-security main" for kind in ("deb", "deb-src")]
+    for other in image.source_suites:
+        entries += [f"deb-src {image.mirror} {dist} main" for dist in (other, f"{other}-updates")]
+        entries.append(f"deb-src {image.security_mirror} {other}-security main")
     run_logged(["mmdebstrap", "--variant=apt", "--mode=root",
                 f"--include={','.join([*image.packages, *image.compiler.pins()])}",
                 # the package lists stay, so the worker can `apt-get source` without root

@@ -23,8 +23,8 @@ DEB_VERSION_RE = re.compile(r"^(\d+:)?[0-9][A-Za-z0-9.+~-]*$")
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]+$")
 
 IMAGE_KEYS = {"base", "family", "bootstrap", "distribution", "release", "mirror", "security_mirror",
-              "package_sets", "packages", "disk_gib", "worker", "compiler"}
-REQUIRED_IMAGE_KEYS = IMAGE_KEYS - {"base", "packages"}
+              "source_suites", "package_sets", "packages", "disk_gib", "worker", "compiler"}
+REQUIRED_IMAGE_KEYS = IMAGE_KEYS - {"base", "packages", "source_suites"}
 COMPILER_KEYS = {"cc", "cxx", "version", "packages"}
 WORKER_KEYS = {"user", "buildbot_worker"}
 CANARY_KEYS = {"version", "config", "source", "gate", "compare", "policy", "bench_options"}
@@ -68,6 +68,9 @@ class Image:
     compiler: Compiler
     worker: Worker
     disk_gib: int
+    # Other releases whose source packages the worker builds (the 11.8 line is trixie's):
+    # deb-src entries only, so the worker needs no root to `apt-get source` them.
+    source_suites: tuple[str, ...] = ()
 
     def as_dict(self):
         return {
@@ -77,7 +80,7 @@ class Image:
             "compiler": {"cc": self.compiler.cc, "cxx": self.compiler.cxx, "version": self.compiler.version,
                          "packages": dict(self.compiler.packages)},
             "worker": {"user": self.worker.user, "buildbot_worker": self.worker.buildbot_worker},
-            "disk_gib": self.disk_gib,
+            "disk_gib": self.disk_gib, "source_suites": list(self.source_suites),
         }
 
 
@@ -131,6 +134,10 @@ def image(name, data=None, requirements=MASTER_REQUIREMENTS):
         raise ImageError(f"{where}: family '{family}' is bootstrapped with '{BOOTSTRAPS[family]}', not '{bootstrap}'")
     for key in ("distribution", "release"):
         text(raw[key], f"{where}: {key}")
+    source_suites = raw.get("source_suites", [])
+    if not isinstance(source_suites, list) or not all(isinstance(s, str) and re.fullmatch(r"[a-z]+", s)
+                                                      for s in source_suites):
+        raise ImageError(f"{where}: source_suites must be a list of release names, not {source_suites!r}")
     for key in ("mirror", "security_mirror"):
         if not re.match(r"^https?://[^\s/]+(/\S*)?$", text(raw[key], f"{where}: {key}")):
             raise ImageError(f"{where}: {key} '{raw[key]}' is not an http(s) URL")
@@ -145,7 +152,7 @@ def image(name, data=None, requirements=MASTER_REQUIREMENTS):
                          "remove it from the package sets (an unpinned copy would defeat the pin)")
     worker = parse_worker(raw["worker"], where, requirements)
     return Image(name, family, bootstrap, raw["distribution"], raw["release"], raw["mirror"],
-                 raw["security_mirror"], packages, compiler, worker, disk_gib)
+                 raw["security_mirror"], packages, compiler, worker, disk_gib, tuple(source_suites))
 
 
 def merged(name, own, bases):

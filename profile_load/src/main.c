@@ -129,8 +129,9 @@ static int write_report(const char *path, const struct options *o,
                 separator = ",\n";
             }
     fprintf(f, "\n  ],\n  \"steady\": {\"transactions\": %lld, \"rows\": %d, \"statements\": %lld,"
-               " \"digest\": \"%016llx\"},\n", steady->transactions, o->steady_rows,
-            steady->statements, (unsigned long long)steady->digest);
+               " \"digest\": \"%016llx\", \"collations\": [\"%s\", \"%s\"]},\n",
+            steady->transactions, o->steady_rows, steady->statements,
+            (unsigned long long)steady->digest, steady->collation[0], steady->collation[1]);
     fprintf(f, "  \"total_statements\": %lld,\n  \"seconds\": %.1f\n}\n", total, seconds);
     if (fclose(f) != 0) {
         perror(path);

@@ -6,11 +6,11 @@
    times. GCC decides what is hot from the counts (an object's hot threshold is its largest
    counter / 10000, and blocks no training run reached are laid out as cold), so the paths
    a service repeats must also be the paths the training repeats most. This phase does that:
-   two tables of the server's default character set and of utf8mb4, loaded once, then
-   many transactions (primary-key and secondary-index reads, ranges, aggregates, sorts,
-   DISTINCT, joins, locking reads, updates, inserts, deletes) on two long-lived connections,
-   one on the text protocol and one on server-side prepared statements with another
-   connection character set. */
+   two utf8mb4 tables (of the server's default collation, and of the one older tables
+   have), loaded once, then many transactions (primary-key and secondary-index reads,
+   ranges, aggregates, sorts, DISTINCT, joins, locking reads, updates, inserts, deletes) on
+   two long-lived connections, one on the text protocol and one on server-side prepared
+   statements with another connection character set. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,8 +21,11 @@
 enum table { TABLE_DEFAULT_CHARSET, TABLE_UTF8MB4, TABLE_COUNT };
 
 static const char *const table_name[TABLE_COUNT] = {"steady_account", "steady_account_u8"};
-/* Nothing for the first: the server's default (latin1 in 10.11, utf8mb4 from 11.6). */
-static const char *const table_charset[TABLE_COUNT] = {"", " DEFAULT CHARSET=utf8mb4"};
+/* The workload's database is utf8mb4, so the first table has the server's default collation
+   for utf8mb4: utf8mb4_general_ci up to 11.4, the UCA 14.0.0 utf8mb4_uca1400_ai_ci from 11.5.
+   Where that is not utf8mb4_general_ci, the second table keeps it: the tables of a service
+   upgraded from 10.x have it. */
+#define LEGACY_COLLATION "utf8mb4_general_ci"
 
 /* Names that fit latin1 as well as utf8mb4, and names that only fit utf8mb4. */
 static const char *const holders[TABLE_COUNT][8] = {
@@ -68,6 +71,7 @@ struct steady {
     long long oldest_entry; /* the entries from this id on are still in the table */
     long long changes;                  /* makes every memo a new value */
     char sql[TABLE_COUNT][Q_COUNT][256];
+    char collation[TABLE_COUNT][OUTCOME_WIDTH];
 };
 
 static int exec(struct steady *s, const char *sql, const struct param *params, int n,
@@ -93,6 +97,14 @@ static int account(struct steady *s)
 static int create_tables(struct steady *s)
 {
     char sql[768];
+    struct outcome out;
+    TRY(exec(s, "SELECT @@collation_database", NULL, 0, &out));
+    int legacy_default = strcmp(out.first_row[0], LEGACY_COLLATION) == 0;
+    snprintf(s->collation[TABLE_DEFAULT_CHARSET], OUTCOME_WIDTH, "%s", out.first_row[0]);
+    snprintf(s->collation[TABLE_UTF8MB4], OUTCOME_WIDTH, "%s", LEGACY_COLLATION);
+    /* 10.x: the statements of workload version 2, both tables utf8mb4_general_ci. */
+    const char *table_charset[TABLE_COUNT] = {
+        "", legacy_default ? " DEFAULT CHARSET=utf8mb4" : " DEFAULT CHARSET=utf8mb4 COLLATE=" LEGACY_COLLATION};
     TRY(exec(s, "DROP TABLE IF EXISTS steady_entry, steady_account, steady_account_u8", NULL,
              0, NULL));
     for (int t = 0; t < TABLE_COUNT; t++) {
@@ -301,6 +313,8 @@ int steady_run(const struct target *server, uint64_t seed, int transactions, int
     if (rc == EXIT_OK)
         rc = exec(&s, "DROP TABLE steady_entry, steady_account, steady_account_u8", NULL, 0, NULL);
     result->transactions = transactions;
+    for (int t = 0; t < TABLE_COUNT; t++)
+        snprintf(result->collation[t], sizeof result->collation[t], "%s", s.collation[t]);
     result->statements = s.connection[0].statements + s.connection[1].statements;
     result->digest = s.connection[0].digest ^ (s.connection[1].digest * 0x100000001b3u);
     client_close(&s.connection[0]);

@@ -13,6 +13,7 @@ struct steady_result {
     long long statements;
     long long transactions;
     uint64_t digest;
+    char collation[2][OUTCOME_WIDTH]; /* of the two account tables */
 };
 
 /* Creates and loads its tables, runs `transactions` transactions, drops the tables. */
