@@ -108,7 +108,7 @@ def current(ctx, field):
     if field == COMPILER_ID:
         return ctx.compiler.identity()
     if field == FLAGS_ID:
-        return fingerprint(ctx.config.cmake_args)
+        return fingerprint(ctx.config)
     if field == PROFILE_ID:
         return profile.profile_id(ctx.profile, ctx.settings.version) if profile.gcda_files(ctx.profile) else None
     raise ValueError(field)

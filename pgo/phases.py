@@ -16,7 +16,7 @@ from typing import Callable
 from pgo import PipelineError, archive, contract, lines, profile, source
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import detect, gcov_binary, pgo_flags
+from pgo.toolchain import detect, gcov_binary, lto_tools, pgo_flags
 from pgo.workdir import REPO, read_json, write_json
 
 
@@ -95,7 +95,7 @@ def reads_source(name):
 def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
-    compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir)
+    compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)
     # CMake puts these strings into the compile commands the shell runs: quote each
     # flag, so that a work directory with a space in its path builds too.
     compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
@@ -105,6 +105,7 @@ def build_variant(ctx, log, variant, comment):
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
         *ctx.settings.cmake_extra,
+        *(lto_tools(ctx.compiler) if ctx.config.lto else ()),
         f"-DCMAKE_C_FLAGS={compile_flags}",
         f"-DCMAKE_CXX_FLAGS={compile_flags}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
@@ -227,7 +228,7 @@ def stage(ctx, log):
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
-        "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR")[0],
+        "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR", lto=ctx.config.lto)[0],
         "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),
     })
