@@ -163,7 +163,7 @@ def check_profile(ctx, log):
     setup = ctx.workdir.train / ctx.product.setup_counters if ctx.product.setup_counters else None
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
                             ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version),
-                            setup_dir=setup if setup and setup.is_dir() else None)
+                            setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None

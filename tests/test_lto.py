@@ -1,5 +1,6 @@
 """LTO, a configuration's setting (`lto = true` in pgo/configs.toml): a PGO build of the fixture
-with it is really link-time optimised, and its profile is never mixed with one made without LTO."""
+with it is really link-time optimised, its profile is never mixed with one made without LTO, and
+the profile check names the rule GCC decides hotness by."""
 
 import json
 import subprocess
@@ -7,6 +8,7 @@ import subprocess
 import pytest
 
 from conftest import FIXTURE, run_pgo
+from pgo import lines
 from pgo.config import build_config
 from pgo.toolchain import fingerprint
 
@@ -85,3 +87,14 @@ def test_an_lto_profile_is_never_taken_for_a_build_without_lto(lto_build, tmp_pa
     refused = build(tmp_path / "plain-lto-less", "fixture", "--profile-from", profile_id, check=False)
     assert refused.returncode == 1 and "flags fingerprint: profile " in refused.stderr
     assert not (tmp_path / "plain-lto-less").exists()
+
+
+def test_the_check_names_the_rule_the_link_decides_hotness_by(lto_build):
+    workdir, out = lto_build
+    quality = json.loads((workdir / "profile-check.json").read_text())["quality"]
+    assert quality["threshold_rule"] == "LTO working set"
+    assert quality["hot_functions"] is None and quality["largest"][0]["hot_threshold"] is None
+    assert quality["functions_run"] == 2 and quality["runs"] == 1
+    summaries = [s for s in map(lines.RESULT_PARSERS["check"], out.splitlines()) if s]
+    assert summaries[1].startswith("hot from the LTO working set, largest counter ")
+    assert summaries[1].endswith(", 2 trained functions, 1 runs;")

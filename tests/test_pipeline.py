@@ -62,9 +62,10 @@ def test_profile_check_reports_what_decides_the_gain(trained):
     assert largest[0]["runs"] == 1 and largest[0]["hot_threshold"] == largest[0]["sum_max"] // 10000
     # main and hot_digest ran, each as hot as its object's threshold; cold_digest never ran.
     assert quality["functions_run"] == 2 and quality["hot_functions"] == 2 and quality["hot_share"] == 1.0
+    assert quality["threshold_rule"] == "sum_max/10000"
     assert (f"[check] quality: 1 runs; largest counter {largest[0]['counter'] / 1e6:.1f}M in "
-            f"{largest[0]['object']} (hot from {largest[0]['hot_threshold']}); 2 of 2 trained functions "
-            "hot (100%); setup kept out: 0% of counts") in out
+            f"{largest[0]['object']} (hot from {largest[0]['hot_threshold']} = sum_max/10000); 2 of 2 trained "
+            "functions hot (100%); setup kept out: 0% of counts") in out
 
 
 def test_optimised_build_used_the_profile(trained):

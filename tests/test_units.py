@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pgo import PipelineError, profile, source
+from pgo import PipelineError, lines, profile, source
 from pgo.config import build_config, config_names
 from pgo.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
 
@@ -436,6 +436,25 @@ def test_profile_check_fails_without_data_in_a_hot_directory(tmp_path):
     build, prof = fake_tree(tmp_path, ["sql/a.cc.o", "strings/s.c.o"], ["sql#a.cc.gcda"])
     with pytest.raises(PipelineError, match=r"no profile data for hot objects in strings \(1 objects\)"):
         profile.check(prof, build, ["sql", "strings"], "1.0.0")
+
+
+def test_with_lto_the_link_decides_what_is_hot():
+    """Without LTO the threshold is each object's sum_max / 10000; with LTO GCC sets one at the link,
+    from the program's working set, which the .gcda files cannot tell."""
+    by_object = {"sql/a.cc": {"runs": 1, "sum_max": 2_000_000, "total": 3_000_000,
+                              "functions": [(2_000_000, True), (150, True), (0, False)]}}
+    plain = profile.quality(by_object, ["sql"])
+    assert plain["threshold_rule"] == "sum_max/10000" and plain["largest"][0]["hot_threshold"] == 200
+    assert (plain["hot_functions"], plain["functions_run"], plain["hot_share"]) == (1, 2, 0.5)
+    assert "(hot from 200 = sum_max/10000); 1 of 2 trained functions hot (50%)" in lines.profile_quality(plain)
+    lto = profile.quality(by_object, ["sql"], lto=True)
+    assert lto["threshold_rule"] == "LTO working set" and lto["largest"][0]["hot_threshold"] is None
+    assert (lto["hot_functions"], lto["functions_run"], lto["hot_share"]) == (None, 2, None)
+    line = lines.profile_quality(lto)
+    assert line == ("quality: 1 runs; largest counter 2.0M in sql/a.cc (hot from the LTO working set); "
+                    "2 trained functions")
+    assert lines.profile_check_result(lines.tagged("check", line)) == (
+        "hot from the LTO working set, largest counter 2.0M in a.cc, 2 trained functions, 1 runs;")
 
 
 def test_compiler_warnings_are_counted_and_classified():
