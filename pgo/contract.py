@@ -189,8 +189,9 @@ def remove(path):
         shutil.rmtree(path)
 
 
-def succeeded(ctx, phase, seconds):
-    ctx.workdir.mark_done(phase, seconds, stamp(ctx, phase))
+def succeeded(ctx, phase, seconds, usage=None):
+    """Record `phase` as done, with its identity and what it cost (pgo/runner.py PhaseLog.usage)."""
+    ctx.workdir.mark_done(phase, seconds, dict(stamp(ctx, phase), **(usage or {})))
 
 
 def write(ctx, phase, name, data):

@@ -281,5 +281,5 @@ def run_phases(ctx, pipeline, todo):
         finally:
             log.close()
         seconds = time.monotonic() - started
-        contract.succeeded(ctx, name, seconds)
+        contract.succeeded(ctx, name, seconds, log.usage())
         say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")
