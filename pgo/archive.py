@@ -241,8 +241,8 @@ def manifest_of(workdir, kind):
         "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
-        "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR")[0],
-        "flags_fingerprint": fingerprint(config.cmake_args),
+        "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR", lto=config.lto)[0],
+        "flags_fingerprint": fingerprint(config),
         "training": check.get("training"),
         "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id", "identity")},
         "optimized": {k: use[k] for k in ("hot_objects", "hot_coverage", "missing_profile", "coverage_mismatch")},
@@ -482,7 +482,7 @@ def plan_reuse(args, root):
     config = build_config(args.config)
     compiler = detect(args.cc, args.cxx)
     target = compiler_target(compiler.cc)
-    flags = fingerprint(config.cmake_args)
+    flags = fingerprint(config)
     if args.profile_from == "latest":
         entry = latest(root, config.product.name, args.version, target, compiler.version, flags)
     else:
@@ -514,7 +514,7 @@ def import_profile(ctx, log):
     entry = find(root_of(s.archive), s.profile_from)
     manifest = entry.manifest()
     differs = incompatibilities(manifest, ctx.product.name, compiler_target(ctx.compiler.cc),
-                                ctx.compiler.version, fingerprint(ctx.config.cmake_args))
+                                ctx.compiler.version, fingerprint(ctx.config))
     if differs:
         raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
     # Whatever the profile directory held is no longer this build's profile, whether the import succeeds or not.

@@ -248,13 +248,20 @@ def check_writable(path):
         raise PipelineError(f"profile directory {path} is not writable: {e.strerror}") from None
 
 
+def cost(record):
+    """', CPU 1234 s, largest process 2345 MiB': what a phase's commands cost (none ran: nothing)."""
+    if "peak_rss_mib" not in record:
+        return ""
+    return f", CPU {record['cpu_seconds']:.0f} s, largest process {record['peak_rss_mib']} MiB"
+
+
 def print_summary(workdir, pipeline):
     done = workdir.state()["done"]
     total = sum(done[p]["seconds"] for p in pipeline if p in done)
     say("timing summary:")
     for name in pipeline:
         if name in done:
-            say(f"  {name:<13} {done[name]['seconds']:8.0f} s")
+            say(f"  {name:<13} {done[name]['seconds']:8.0f} s{cost(done[name])}")
     say(f"  {'total':<13} {total:8.0f} s")
     one_build = done.get("optimized", done.get("plain"))
     if one_build and one_build["seconds"] > 0 and "optimized" in done:

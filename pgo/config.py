@@ -35,6 +35,9 @@ class BuildConfig:
     # The Debian suite whose source packages have this line (the deb-src entry the source
     # phase adds, pgo/source.py); None: this machine's own suites.
     debian_suite: str | None = None
+    # Link-time optimisation in every variant (pgo/toolchain.py LTO_FLAGS); part of the flags
+    # fingerprint, so a profile made with it is never used without it, nor the other way.
+    lto: bool = False
 
     def require_version(self, version):
         """Refuse a version of another product line than the configuration's."""
@@ -88,10 +91,16 @@ def build_config(name, data=None):
         if any(flag in arg for flag in ("-fprofile", "CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS")):
             raise PipelineError(f"configuration '{name}': '{arg}' sets compile flags; "
                                 "the pipeline owns them so all variants stay identical")
+        if "-flto" in arg:
+            raise PipelineError(f"configuration '{name}': '{arg}' sets LTO flags; set `lto = true` instead, "
+                                "so every variant and the flags fingerprint have them")
     line = nearest("line")
     if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
         raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
-    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"))
+    lto = nearest("lto")
+    if lto is not None and not isinstance(lto, bool):
+        raise PipelineError(f"configuration '{name}': lto = {lto!r} is not true or false")
+    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"), bool(lto))
 
 
 def product(name, data=None):

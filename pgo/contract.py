@@ -111,7 +111,7 @@ def current(ctx, field):
     if field == COMPILER_ID:
         return ctx.compiler.identity()
     if field == FLAGS_ID:
-        return fingerprint(ctx.config.cmake_args)
+        return fingerprint(ctx.config)
     if field == PROFILE_ID:
         return profile.profile_id(ctx.profile, ctx.settings.version) if profile.gcda_files(ctx.profile) else None
     raise ValueError(field)
@@ -192,8 +192,9 @@ def remove(path):
         shutil.rmtree(path)
 
 
-def succeeded(ctx, phase, seconds):
-    ctx.workdir.mark_done(phase, seconds, stamp(ctx, phase))
+def succeeded(ctx, phase, seconds, usage=None):
+    """Record `phase` as done, with its identity and what it cost (pgo/runner.py PhaseLog.usage)."""
+    ctx.workdir.mark_done(phase, seconds, dict(stamp(ctx, phase), **(usage or {})))
 
 
 def write(ctx, phase, name, data):

@@ -8,6 +8,8 @@ reworded line cannot silently leave a summary blank.
 
 import re
 
+from pgo.profile import SUM_MAX_RULE, WORKING_SET_RULE
+
 
 def tagged(tag, text):
     """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
@@ -51,13 +53,21 @@ PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<o
 
 
 def profile_quality(quality):
-    """The check's line of what decides the gain (pgo/profile.py quality()), printed after the headline."""
+    """The check's line of what decides the gain (pgo/profile.py quality()), printed after the headline.
+
+    Without LTO it names the threshold and its rule, and the trained functions that reach it; with
+    LTO the threshold is the link's to decide, so the line names the rule only.
+    """
+    lto = quality["threshold_rule"] == WORKING_SET_RULE
     top = quality["largest"][0] if quality["largest"] else None
-    largest = (f"largest counter {si(top['counter'])} in {top['object']} (hot from {si(top['hot_threshold'])})"
-               if top else "no counters")
+    threshold = f"the {WORKING_SET_RULE}" if lto else f"{si(top['hot_threshold'])} = {SUM_MAX_RULE}" if top else ""
+    largest = (f"largest counter {si(top['counter'])} in {top['object']} (hot from {threshold})" if top
+               else "no counters")
+    functions = (f"{quality['functions_run']} trained functions" if lto else
+                 f"{quality['hot_functions']} of {quality['functions_run']} trained functions hot "
+                 f"({quality['hot_share']:.0%})")
     setup = f"; setup kept out: {quality['setup_share']:.0%} of counts" if quality.get("setup_share") is not None else ""
-    return (f"quality: {quality['runs']} runs; {largest}; {quality['hot_functions']} of "
-            f"{quality['functions_run']} trained functions hot ({quality['hot_share']:.0%}){setup}")
+    return f"quality: {quality['runs']} runs; {largest}; {functions}{setup}"
 
 
 def si(count):
@@ -69,8 +79,9 @@ def si(count):
 
 
 PROFILE_QUALITY = re.compile(r"^\[check\] quality: (?P<runs>\d+) runs; (?:largest counter (?P<counter>\S+) in "
-                             r"(?P<object>\S+) \(hot from (?P<threshold>\S+)\)|no counters); (?P<hot>\d+) of "
-                             r"(?P<ran>\d+) trained functions hot \((?P<share>\d+%)\)")
+                             r"(?P<object>\S+) \(hot from (?:(?P<threshold>\S+) = " + re.escape(SUM_MAX_RULE) +
+                             r"|(?P<lto>the " + re.escape(WORKING_SET_RULE) + r"))\)|no counters); "
+                             r"(?:(?P<hot>\d+) of )?(?P<ran>\d+) trained functions(?: hot \((?P<share>\d+%)\))?")
 
 
 def profile_check_result(line):
@@ -80,9 +91,12 @@ def profile_check_result(line):
         return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;"
     match = PROFILE_QUALITY.match(line)
     if match:
-        where = (f" from {match['threshold']}, largest counter {match['counter']} in "
-                 f"{match['object'].rsplit('/', 1)[-1]}") if match["object"] else ""
-        return f"{match['share']} of trained functions hot{where}, {match['runs']} runs;"
+        where = (f", largest counter {match['counter']} in {match['object'].rsplit('/', 1)[-1]}"
+                 if match["object"] else "")
+        if match["share"] is None:     # LTO: the link decides what is hot
+            return f"hot from the {WORKING_SET_RULE}{where}, {match['ran']} trained functions, {match['runs']} runs;"
+        threshold = f" from {match['threshold']}" if match["threshold"] else ""
+        return f"{match['share']} of trained functions hot{threshold}{where}, {match['runs']} runs;"
     return None
 
 

@@ -17,7 +17,7 @@ from pgo import PipelineError, archive, contract, lines, profile, source
 from pgo.atomic import write_json
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import detect, gcov_binary, pgo_flags
+from pgo.toolchain import detect, gcov_binary, lto_tools, pgo_flags
 from pgo.workdir import REPO, read_json
 
 
@@ -96,7 +96,7 @@ def reads_source(name):
 def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
-    compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir)
+    compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)
     # CMake puts these strings into the compile commands the shell runs: quote each
     # flag, so that a work directory with a space in its path builds too.
     compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
@@ -106,6 +106,7 @@ def build_variant(ctx, log, variant, comment):
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.cmake_args,
         *ctx.settings.cmake_extra,
+        *(lto_tools(ctx.compiler) if ctx.config.lto else ()),
         f"-DCMAKE_C_FLAGS={compile_flags}",
         f"-DCMAKE_CXX_FLAGS={compile_flags}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
@@ -163,7 +164,7 @@ def check_profile(ctx, log):
     setup = ctx.workdir.train / ctx.product.setup_counters if ctx.product.setup_counters else None
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
                             ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version),
-                            setup_dir=setup if setup and setup.is_dir() else None)
+                            setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
@@ -228,7 +229,7 @@ def stage(ctx, log):
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
-        "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR")[0],
+        "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR", lto=ctx.config.lto)[0],
         "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),
     })
@@ -281,5 +282,5 @@ def run_phases(ctx, pipeline, todo):
         finally:
             log.close()
         seconds = time.monotonic() - started
-        contract.succeeded(ctx, name, seconds)
+        contract.succeeded(ctx, name, seconds, log.usage())
         say(f"== phase {name} done in {seconds:.0f} s (log: {log.path})")

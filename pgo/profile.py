@@ -55,7 +55,7 @@ def profile_id(profile_dir, version):
 
 
 # GCC's --param hot-bb-count-fraction: without LTO a block is hot when its count reaches
-# the sum_max of its object's summary divided by this (see quality()).
+# the sum_max of its object's summary divided by this (with LTO, see quality()).
 HOT_BB_COUNT_FRACTION = 10000
 
 
@@ -109,11 +109,11 @@ def _parse_dump(text, paths):
     return by_path.items()
 
 
-def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setup_dir=None):
+def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setup_dir=None, lto=False):
     """Count the profile's data and require data in every hot directory.
 
-    Returns the figures as a dict, with the profile's quality (see quality());
-    setup_dir holds the counters of setup runs kept out of the profile, if any.
+    Returns the figures as a dict, with the profile's quality (see quality(); lto: the builds
+    link with LTO); setup_dir holds the counters of setup runs kept out of the profile, if any.
     Raises PipelineError when there is no data where there must be data.
     """
     files = gcda_files(profile_dir)
@@ -138,7 +138,7 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
         "build_objects_with_profile": len(own),
         "build_objects": len(objects),
         "hot_dirs": hot,
-        "quality": quality(by_object, hot_dirs, setup_counts),
+        "quality": quality(by_object, hot_dirs, setup_counts, lto),
         "profile_id": profile_id(profile_dir, version) if files else None,
     }
     empty = [d for d, h in hot.items() if h["with_profile"] == 0]
@@ -156,7 +156,12 @@ def hot_threshold(figures):
     return max(figures["sum_max"] // HOT_BB_COUNT_FRACTION, figures["runs"] + 1)
 
 
-def quality(by_object, hot_dirs, setup_counts=None):
+# Which rule decides what is hot (quality()'s `threshold_rule`).
+SUM_MAX_RULE = "sum_max/10000"
+WORKING_SET_RULE = "LTO working set"
+
+
+def quality(by_object, hot_dirs, setup_counts=None, lto=False):
     """What decides the gain of a profile, per GCC's rules (docs/training-limit-10.11.18-minimal).
 
     Without LTO, a block is hot when its count reaches the sum_max of its object's summary / 10000.
@@ -168,10 +173,17 @@ def quality(by_object, hot_dirs, setup_counts=None):
     counter reaches it. Every process run counts in `runs` and adds its maximum to sum_max;
     `setup_share` is the share of all counts that setup runs (the bootstrap) had, kept out of
     the profile.
+
+    With LTO (lto=True) sum_max plays no part: GCC sets one threshold for each program at its
+    link (ipa-profile), the smallest count of the blocks that make 99% of the program's time
+    (--param hot-bb-count-ws-permille=990), each block's count weighted by its instructions.
+    The .gcda files have neither the blocks nor their instructions, so the threshold and the
+    functions it makes hot (`hot_threshold`, `hot_functions`, `hot_share`) are None then;
+    `threshold_rule` says which rule applies.
     """
     in_hot = {o: f for o, f in by_object.items() if any(in_dir(o, d) for d in hot_dirs)}
     ran = [(o, hottest) for o, f in in_hot.items() for hottest, did in f["functions"] if did]
-    hot = sum(1 for o, hottest in ran if hottest >= hot_threshold(in_hot[o]))
+    hot = None if lto else sum(1 for o, hottest in ran if hottest >= hot_threshold(in_hot[o]))
     hottest = {o: max((h for h, _ in f["functions"]), default=0) for o, f in by_object.items()}
     largest = sorted(by_object, key=hottest.get, reverse=True)[:5]
     total = sum(f["total"] for f in by_object.values())
@@ -179,12 +191,13 @@ def quality(by_object, hot_dirs, setup_counts=None):
     runs = Counter(f["runs"] for f in in_hot.values()).most_common(1)
     return {
         "runs": runs[0][0] if runs else 0,
+        "threshold_rule": WORKING_SET_RULE if lto else SUM_MAX_RULE,
         "largest": [{"object": o, "counter": hottest[o], "sum_max": by_object[o]["sum_max"],
-                     "runs": by_object[o]["runs"], "hot_threshold": hot_threshold(by_object[o])}
+                     "runs": by_object[o]["runs"], "hot_threshold": None if lto else hot_threshold(by_object[o])}
                     for o in largest],
         "functions_run": len(ran),
         "hot_functions": hot,
-        "hot_share": round(hot / len(ran), 3) if ran else 0.0,
+        "hot_share": None if hot is None else round(hot / len(ran), 3) if ran else 0.0,
         "total_counts": total,
         "setup_counts": setup_counts,
         "setup_share": round(setup_counts / (setup_counts + total), 3) if setup_counts is not None and total else None,

@@ -21,13 +21,26 @@ def say(line):
 
 
 class PhaseLog:
-    """One log file per phase; every command the phase runs appends to it."""
+    """One log file per phase; every command the phase runs appends to it.
+
+    It also sums what its commands cost: CPU seconds, and the largest peak memory (resident set)
+    of any one process they ran, such as an LTO link's lto1 (not the sum of processes that ran
+    side by side).
+    """
 
     def __init__(self, path, phase):
         self.path = path
         self.phase = phase
+        self.cpu_seconds = 0.0
+        self.peak_rss_kib = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(path, "w", encoding="utf-8", errors="replace")
+
+    def usage(self):
+        """What the commands cost, for the phase's record in state.json; nothing if it ran none."""
+        if not self.peak_rss_kib:
+            return {}
+        return {"cpu_seconds": round(self.cpu_seconds, 1), "peak_rss_mib": max(1, round(self.peak_rss_kib / 1024))}
 
     def close(self):
         self.file.close()
@@ -62,9 +75,17 @@ class PhaseLog:
                     shown = now
             elif echo:
                 say(lines.tagged(self.phase, line.rstrip()))
-        proc.wait()
+        self.wait(proc)
         self.file.flush()
         if proc.returncode != 0:
             print("\n".join(tail), file=sys.stderr)
             raise CommandFailed(f"phase '{self.phase}' failed: {os.path.basename(cmd[0])} exited with "
                                 f"status {proc.returncode} (last lines above; full log: {self.path})")
+
+    def wait(self, proc):
+        """Reap the command with its resource usage: the kernel's figures for it and every process
+        below it that was waited for (ninja's compilers and linkers, the linker's LTO jobs)."""
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_seconds += usage.ru_utime + usage.ru_stime
+        self.peak_rss_kib = max(self.peak_rss_kib, usage.ru_maxrss)

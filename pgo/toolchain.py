@@ -60,14 +60,34 @@ def _output(cmd):
         raise PipelineError(f"'{' '.join(cmd)}' failed: {e}") from e
 
 
-def pgo_flags(variant, profile_dir, build_dir):
+# Link-time optimisation: a configuration's `lto` setting (pgo/configs.toml), the same flags in
+# every variant. GCC still reads the profile when it compiles each object, but decides at the
+# link, for the whole program, what is hot (pgo/profile.py quality()).
+LTO_FLAGS = (
+    # As many LTRANS jobs as make's jobserver gives, else one per CPU (ninja has no jobserver): the
+    # number of jobs changes the link's time, not its code.
+    "-flto=auto",
+    # Objects with machine code beside their LTO bytecode: the installed static libraries
+    # (libmariadbclient.a) then link with any compiler, not only this very GCC.
+    "-ffat-lto-objects",
+)
+
+
+def pgo_flags(variant, profile_dir, build_dir, lto=False):
     """Compile and link flags that turn one configuration into one of its variants.
 
     The object paths of the instrumented and the optimised build must match:
     GCC names each .gcda after its object's path. -fprofile-prefix-path strips
     the build directory from that name, so a profile trained in one build tree
     (or on another machine) applies to any other tree of the same source.
+    With lto, LTO_FLAGS go on the compile and on the link of every variant.
     """
+    compile_flags, link_flags = _variant_flags(variant, profile_dir, build_dir)
+    extra = list(LTO_FLAGS) if lto else []
+    return compile_flags + extra, link_flags + extra
+
+
+def _variant_flags(variant, profile_dir, build_dir):
     prefix = f"-fprofile-prefix-path={build_dir}"
     if variant == "instrumented":
         # prefer-atomic: the server's threads update shared counters; without
@@ -85,7 +105,7 @@ def pgo_flags(variant, profile_dir, build_dir):
             # not for size as if it were cold.
             "-fprofile-partial-training",
             prefix,
-            # Mismatches are counted and judged by the pipeline (pgo/warnings.py),
+            # Mismatches are counted and judged by the pipeline (pgo/profile.py, compiler_warnings),
             # not turned into errors one object at a time.
             "-Wno-error=coverage-mismatch",
             "-Wmissing-profile",
@@ -96,6 +116,32 @@ def pgo_flags(variant, profile_dir, build_dir):
     raise PipelineError(f"unknown build variant '{variant}' (known: {', '.join(VARIANTS)})")
 
 
-def fingerprint(cmake_args):
-    """Fingerprint of a configuration's flags: a profile applies only to the flags it was made with."""
-    return hashlib.sha256(json.dumps(list(cmake_args)).encode()).hexdigest()[:16]
+def lto_tools(compiler):
+    """CMake options that archive with this compiler's own gcc-ar, gcc-ranlib and gcc-nm.
+
+    They load its LTO plugin, so a static library's symbol index names what its objects' LTO
+    parts define, as the LTO link sees them; binutils' own tools need the plugin installed for them.
+    """
+    directory, name = os.path.split(compiler.path)
+    head, gcc, suffix = name.rpartition("gcc")
+    if not gcc:
+        raise PipelineError(f"LTO needs GCC's gcc-ar beside the compiler, but {compiler.path} is not named gcc*")
+    options = []
+    for variable, tool in (("AR", "ar"), ("RANLIB", "ranlib"), ("NM", "nm")):
+        path = os.path.join(directory, f"{head}gcc-{tool}{suffix}")
+        if not os.access(path, os.X_OK):
+            raise PipelineError(f"LTO needs {path}, the gcc-{tool} of the compiler {compiler.path}: "
+                                "install it with that compiler")
+        options.append(f"-DCMAKE_{variable}={path}")
+    return options
+
+
+def fingerprint(config):
+    """Fingerprint of a configuration's flags: a profile applies only to the flags it was made with.
+
+    LTO counts: with it GCC decides what is hot from the whole program's working set, so an LTO
+    profile is never taken for one without it. A configuration without LTO has the fingerprint of
+    its CMake options alone, as before LTO was a setting: the profiles archived then still match.
+    """
+    flags = [*config.cmake_args, *(LTO_FLAGS if config.lto else ())]
+    return hashlib.sha256(json.dumps(flags).encode()).hexdigest()[:16]

@@ -21,8 +21,8 @@ COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
 CHECK_OUTPUT = ("== phase 4 of 7: check: check the profile reached the hot objects\n"
                 "[check] 2 .gcda files, 2 of 2 build objects have data; profile 1.0.0-9934e693eb55\n"
                 "[check]   CMakeFiles/hot.dir: 1 of 1 objects (100%)\n"
-                "[check] quality: 1 runs; largest counter 1.4M in CMakeFiles/hot.dir/src/hot.c (hot from 144); "
-                "2 of 2 trained functions hot (100%); setup kept out: 0% of counts\n")
+                "[check] quality: 1 runs; largest counter 1.4M in CMakeFiles/hot.dir/src/hot.c "
+                "(hot from 144 = sum_max/10000); 2 of 2 trained functions hot (100%); setup kept out: 0% of counts\n")
 OPTIMIZED_OUTPUT = ("[optimized] compile 4/4\n[optimized] profile 1.0.0-9934e693eb55 used: 97% of 120 hot "
                     "objects; 3 objects without profile, 0 coverage mismatches, 0 functions without profile\n")
 

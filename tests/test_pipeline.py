@@ -35,6 +35,19 @@ def test_every_phase_announces_itself_and_is_timed(trained):
     assert "[instrumented] compile 4/4" in out
 
 
+def test_each_phase_records_what_its_commands_cost(trained):
+    """CPU seconds and the largest process's peak memory: what LTO costs a build, for one."""
+    workdir, out = trained
+    done = json.loads((workdir / "state.json").read_text())["done"]
+    for phase in ("instrumented", "optimized"):
+        assert done[phase]["cpu_seconds"] > 0 and done[phase]["peak_rss_mib"] > 0, done[phase]
+    assert done["train"]["peak_rss_mib"] > 0
+    assert "peak_rss_mib" not in done["check"]        # it reads the profile itself, runs no command
+    optimized = done["optimized"]
+    assert (f"  {'optimized':<13} {optimized['seconds']:8.0f} s, CPU {optimized['cpu_seconds']:.0f} s, "
+            f"largest process {optimized['peak_rss_mib']} MiB") in out
+
+
 def test_profile_check_counts_the_hot_objects(trained):
     workdir, _ = trained
     check = json.loads((workdir / "profile-check.json").read_text())
@@ -62,9 +75,10 @@ def test_profile_check_reports_what_decides_the_gain(trained):
     assert largest[0]["runs"] == 1 and largest[0]["hot_threshold"] == largest[0]["sum_max"] // 10000
     # main and hot_digest ran, each as hot as its object's threshold; cold_digest never ran.
     assert quality["functions_run"] == 2 and quality["hot_functions"] == 2 and quality["hot_share"] == 1.0
+    assert quality["threshold_rule"] == "sum_max/10000"
     assert (f"[check] quality: 1 runs; largest counter {largest[0]['counter'] / 1e6:.1f}M in "
-            f"{largest[0]['object']} (hot from {largest[0]['hot_threshold']}); 2 of 2 trained functions "
-            "hot (100%); setup kept out: 0% of counts") in out
+            f"{largest[0]['object']} (hot from {largest[0]['hot_threshold']} = sum_max/10000); 2 of 2 trained "
+            "functions hot (100%); setup kept out: 0% of counts") in out
 
 
 def test_optimised_build_used_the_profile(trained):

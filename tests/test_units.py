@@ -1,6 +1,8 @@
 """Unit tests: configuration file, flags, source resolution, profile check, compiler warnings."""
 
+import hashlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -10,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pgo import PipelineError, profile, source
+from pgo import PipelineError, lines, profile, source
 from pgo.config import build_config, config_names
-from pgo.toolchain import detect, fingerprint, pgo_flags
+from pgo.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,6 +52,14 @@ def test_inherits_appends_in_order():
     assert build_config("child", data).cmake_args == ("-DA=1", "-DB=2")
 
 
+def test_lto_is_a_setting_the_nearest_configuration_decides():
+    data = config(base={"product": "p"}, lto={"inherits": "base", "lto": True},
+                  again={"inherits": "lto"}, off={"inherits": "lto", "lto": False})
+    assert [build_config(name, data).lto for name in ("base", "lto", "again", "off")] == [False, True, True, False]
+    minimal, experiment = build_config("minimal"), build_config("minimal-lto")
+    assert experiment.lto and not minimal.lto and experiment.cmake_args == minimal.cmake_args
+
+
 @pytest.mark.parametrize("data, message", [
     (config(a={"product": "p"}), "unknown configuration 'zzz'"),
     (config(zzz={"inherits": "gone"}), "unknown parent configuration of zzz 'gone'"),
@@ -59,6 +69,8 @@ def test_inherits_appends_in_order():
     (config(zzz={"product": "p", "cmake": ["WITH_X=1"]}), "is not a -D cache setting"),
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_C_FLAGS=-O3"]}), "the pipeline owns them"),
     (config(zzz={"product": "p", "line": "11"}), "line '11' is not MAJOR.MINOR"),
+    (config(zzz={"product": "p", "lto": "yes"}), "lto = 'yes' is not true or false"),
+    (config(zzz={"product": "p", "cmake": ["-DCMAKE_EXE_LINKER_FLAGS=-flto"]}), "set `lto = true` instead"),
 ])
 def test_bad_configurations_are_refused(data, message):
     with pytest.raises(PipelineError, match=message):
@@ -79,8 +91,45 @@ def test_instrumented_and_optimised_flags_name_the_same_tree_root():
         pgo_flags("fast", "/p", "/b")
 
 
+def test_lto_flags_go_on_the_compile_and_the_link_of_every_variant():
+    for variant in ("instrumented", "optimized", "plain"):
+        compile_flags, link_flags = pgo_flags(variant, "/p", "/b")
+        assert pgo_flags(variant, "/p", "/b", lto=True) == (compile_flags + list(LTO_FLAGS),
+                                                            link_flags + list(LTO_FLAGS))
+    assert LTO_FLAGS == ("-flto=auto", "-ffat-lto-objects")
+
+
 def test_fingerprint_follows_the_flags_only():
-    assert fingerprint(["-DA=1"]) == fingerprint(("-DA=1",)) != fingerprint(["-DA=2"])
+    data = config(a={"product": "p", "cmake": ["-DA=1"]}, same={"product": "p", "cmake": ["-DA=1"], "line": "1.2"},
+                  b={"product": "p", "cmake": ["-DA=2"]}, lto={"inherits": "a", "lto": True})
+    a, same, b, lto = (build_config(name, data) for name in ("a", "same", "b", "lto"))
+    assert fingerprint(a) == fingerprint(same) != fingerprint(b)
+    assert fingerprint(lto) != fingerprint(a)
+
+
+def test_fingerprint_without_lto_is_the_one_archived_profiles_carry():
+    """Profiles archived before LTO was a setting were fingerprinted from the CMake options alone."""
+    minimal = build_config("minimal")
+    assert fingerprint(minimal) == hashlib.sha256(json.dumps(list(minimal.cmake_args)).encode()).hexdigest()[:16]
+
+
+def compiler_at(path):
+    return Compiler("gcc", "g++", "12.2.0", "gcc (Debian 12.2.0) 12.2.0", str(path))
+
+
+def test_lto_archives_with_the_compilers_own_gcc_ar(tmp_path):
+    for name in ("x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-gcc-ar-12", "x86_64-linux-gnu-gcc-ranlib-12",
+                 "x86_64-linux-gnu-gcc-nm-12", "gcc-ar-13"):
+        (tmp_path / name).write_text("")
+        (tmp_path / name).chmod(0o755)
+    assert lto_tools(compiler_at(tmp_path / "x86_64-linux-gnu-gcc-12")) == [
+        f"-DCMAKE_AR={tmp_path}/x86_64-linux-gnu-gcc-ar-12",
+        f"-DCMAKE_RANLIB={tmp_path}/x86_64-linux-gnu-gcc-ranlib-12",
+        f"-DCMAKE_NM={tmp_path}/x86_64-linux-gnu-gcc-nm-12"]
+    with pytest.raises(PipelineError, match=f"LTO needs {tmp_path}/gcc-ranlib-13, the gcc-ranlib of the compiler"):
+        lto_tools(compiler_at(tmp_path / "gcc-13"))
+    with pytest.raises(PipelineError, match="is not named gcc"):
+        lto_tools(compiler_at(tmp_path / "ccache"))
 
 
 def test_compiler_detection():
@@ -387,6 +436,25 @@ def test_profile_check_fails_without_data_in_a_hot_directory(tmp_path):
     build, prof = fake_tree(tmp_path, ["sql/a.cc.o", "strings/s.c.o"], ["sql#a.cc.gcda"])
     with pytest.raises(PipelineError, match=r"no profile data for hot objects in strings \(1 objects\)"):
         profile.check(prof, build, ["sql", "strings"], "1.0.0")
+
+
+def test_with_lto_the_link_decides_what_is_hot():
+    """Without LTO the threshold is each object's sum_max / 10000; with LTO GCC sets one at the link,
+    from the program's working set, which the .gcda files cannot tell."""
+    by_object = {"sql/a.cc": {"runs": 1, "sum_max": 2_000_000, "total": 3_000_000,
+                              "functions": [(2_000_000, True), (150, True), (0, False)]}}
+    plain = profile.quality(by_object, ["sql"])
+    assert plain["threshold_rule"] == "sum_max/10000" and plain["largest"][0]["hot_threshold"] == 200
+    assert (plain["hot_functions"], plain["functions_run"], plain["hot_share"]) == (1, 2, 0.5)
+    assert "(hot from 200 = sum_max/10000); 1 of 2 trained functions hot (50%)" in lines.profile_quality(plain)
+    lto = profile.quality(by_object, ["sql"], lto=True)
+    assert lto["threshold_rule"] == "LTO working set" and lto["largest"][0]["hot_threshold"] is None
+    assert (lto["hot_functions"], lto["functions_run"], lto["hot_share"]) == (None, 2, None)
+    line = lines.profile_quality(lto)
+    assert line == ("quality: 1 runs; largest counter 2.0M in sql/a.cc (hot from the LTO working set); "
+                    "2 trained functions")
+    assert lines.profile_check_result(lines.tagged("check", line)) == (
+        "hot from the LTO working set, largest counter 2.0M in a.cc, 2 trained functions, 1 runs;")
 
 
 def test_compiler_warnings_are_counted_and_classified():

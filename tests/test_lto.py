@@ -1,0 +1,100 @@
+"""LTO, a configuration's setting (`lto = true` in pgo/configs.toml): a PGO build of the fixture
+with it is really link-time optimised, its profile is never mixed with one made without LTO, and
+the profile check names the rule GCC decides hotness by."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import FIXTURE, run_pgo
+from pgo import lines
+from pgo.config import build_config
+from pgo.toolchain import fingerprint
+
+
+def build(workdir, config="fixture-lto", *extra, check=True):
+    return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE,
+                   "--workdir", workdir, *extra, check=check)
+
+
+@pytest.fixture(scope="module")
+def lto_build(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("lto") / "w"
+    return workdir, build(workdir).stdout
+
+
+def sections(path):
+    out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True, check=True).stdout
+    return {word for line in out.splitlines() for word in line.split() if word.startswith(".")}
+
+
+def global_symbols(path):
+    """The global symbols a file defines: a program linked without LTO keeps its libraries' functions
+    global; the LTO link sees the whole program, and makes them local or inlines them away."""
+    out = subprocess.run(["nm", "-g", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def configured(build_dir):
+    """The CMake cache settings the pipeline configured a build tree with."""
+    args = json.loads((build_dir / "pgo-configure.json").read_text())
+    return dict(arg[2:].split("=", 1) for arg in args if arg.startswith("-D"))
+
+
+def test_every_variant_compiles_and_links_with_lto(lto_build, tmp_path):
+    workdir, _ = lto_build
+    plain = tmp_path / "plain"
+    build(plain, "fixture-lto", "--pgo", "off")
+    instrumented = [line for line in (workdir / "logs" / "instrumented.log").read_text().splitlines()
+                    if line.startswith("$ cmake -S")]
+    assert instrumented and "-fprofile-generate=" in instrumented[0]
+    for settings in (configured(workdir / "build" / "pgo"), configured(plain / "build" / "plain")):
+        for variable in ("CMAKE_C_FLAGS", "CMAKE_EXE_LINKER_FLAGS", "CMAKE_SHARED_LINKER_FLAGS"):
+            assert settings[variable].endswith("-flto=auto -ffat-lto-objects"), variable
+        # Static libraries are archived by GCC's own wrapper, which sees the LTO objects' symbols.
+        assert "gcc-ar" in settings["CMAKE_AR"].rsplit("/", 1)[-1]
+    assert "-DCMAKE_EXE_LINKER_FLAGS=-fprofile-generate=" in instrumented[0]
+    assert "-flto=auto -ffat-lto-objects" in instrumented[0].split("-DCMAKE_EXE_LINKER_FLAGS=", 1)[1]
+    for info in (json.loads((d / "build-info.json").read_text()) for d in (workdir, plain)):
+        assert info["config"] == "fixture-lto" and info["flags"][-2:] == ["-flto=auto", "-ffat-lto-objects"]
+    assert "hot_digest" not in global_symbols(plain / "stage" / "bin" / "fixture")
+
+
+def test_the_binary_is_link_time_optimised(lto_build):
+    workdir, _ = lto_build
+    tree = workdir / "build" / "pgo"
+    # The objects and the static library carry LTO bytecode (fat: machine code too); the linked
+    # program does not: the link compiled it from that bytecode.
+    assert any(name.startswith(".gnu.lto_") for name in sections(tree / "CMakeFiles" / "hot.dir" / "src" / "hot.c.o"))
+    assert any(name.startswith(".gnu.lto_") for name in sections(tree / "libhot.a"))
+    assert ".text" in sections(tree / "CMakeFiles" / "hot.dir" / "src" / "hot.c.o")
+    binary = workdir / "stage" / "bin" / "fixture"
+    assert not any(name.startswith(".gnu.lto_") for name in sections(binary))
+    # hot_digest and cold_digest, global functions of libhot.a, are not global in the program.
+    assert {"hot_digest", "cold_digest"} <= global_symbols(tree / "libhot.a")
+    assert "main" in global_symbols(binary) and not {"hot_digest", "cold_digest"} & global_symbols(binary)
+    run = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    assert "fixture-lto, PGO build, profile 1.0.0-" in run.stdout
+
+
+def test_an_lto_profile_is_never_taken_for_a_build_without_lto(lto_build, tmp_path):
+    workdir, _ = lto_build
+    assert fingerprint(build_config("fixture-lto")) != fingerprint(build_config("fixture"))
+    state = json.loads((workdir / "state.json").read_text())["done"]
+    assert state["optimized"]["identity"]["flags_fingerprint"] == fingerprint(build_config("fixture-lto"))
+    profile_id = json.loads((workdir / "profile-check.json").read_text())["profile_id"]
+    refused = build(tmp_path / "plain-lto-less", "fixture", "--profile-from", profile_id, check=False)
+    assert refused.returncode == 1 and "flags fingerprint: profile " in refused.stderr
+    assert not (tmp_path / "plain-lto-less").exists()
+
+
+def test_the_check_names_the_rule_the_link_decides_hotness_by(lto_build):
+    workdir, out = lto_build
+    quality = json.loads((workdir / "profile-check.json").read_text())["quality"]
+    assert quality["threshold_rule"] == "LTO working set"
+    assert quality["hot_functions"] is None and quality["largest"][0]["hot_threshold"] is None
+    assert quality["functions_run"] == 2 and quality["runs"] == 1
+    summaries = [s for s in map(lines.RESULT_PARSERS["check"], out.splitlines()) if s]
+    assert summaries[1].startswith("hot from the LTO working set, largest counter ")
+    assert summaries[1].endswith(", 2 trained functions, 1 runs;")
