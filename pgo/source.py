@@ -24,6 +24,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,7 +179,10 @@ def check_available(spec, version, config, base):
             raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
         versions = debian_versions(product.debian_source)
         if of_line(versions, version_line(version)):
-            matching_debian_version(product.debian_source, version, versions)
+            full = matching_debian_version(product.debian_source, version, versions)
+            why = unserved(product.debian_source, full)
+            if why:
+                raise not_served(product.debian_source, full, why)
         return
     tree = Path(base, spec)
     if "://" not in spec and tree.is_dir():
@@ -213,7 +219,10 @@ def resolve_version(requested, spec, config, base=".", git_ref=None, log=None, o
         found = newest_debian_version(product.debian_source, line, config.debian_suite, log, on_worker)
         if found is None:
             return None
-        release, full = found
+        release, full, skipped = found
+        if skipped:
+            return release, (f"the newest {product.name} {line or 'version'} whose source Debian's archive "
+                             f"serves: {full} (not {'; '.join(skipped)})")
         return release, f"the newest {product.name} {line or 'version'} in Debian's archive: {full}"
     if "://" in spec or spec.startswith("git@"):
         if git_ref:
@@ -229,9 +238,13 @@ def resolve_version(requested, spec, config, base=".", git_ref=None, log=None, o
 
 
 def newest_debian_version(package, line, suite, log=None, add_entry=True):
-    """(release, Debian's full version) of the newest Debian version of `line`; None when apt knows
-    none and add_entry is False. With add_entry, the suite's deb-src entry is added, or its lists
-    refreshed, first (as root)."""
+    """(release, Debian's full version, skipped) of the newest Debian version of `line` whose source
+    the archive serves; None when apt knows none and add_entry is False. With add_entry, the suite's
+    deb-src entry is added, or its lists refreshed, first (as root).
+
+    apt's lists can name a version whose source the mirror does not have (a security update on a
+    mirror that carries only its binaries): 'latest' is then the newest served one, and skipped
+    says which versions it passed over and why."""
     if add_entry:
         try:
             refresh_deb_src(suite, log)
@@ -247,8 +260,37 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
             raise PipelineError(f"Debian's archive ({where}) has no {package} {line or 'version'}")
     if not versions:
         return None
-    release = max((release_of(v) for v in versions), key=version_key)
-    return release, matching_debian_version(package, release, versions)
+    skipped = []
+    for release in sorted({release_of(v) for v in versions}, key=version_key, reverse=True):
+        full = matching_debian_version(package, release, versions)
+        why = unserved(package, full)
+        if not why:
+            return release, full, skipped
+        skipped.append(f"{full}, listed but not served: {why}")
+    raise PipelineError(f"Debian's archive lists {package} {line or ''} but serves none of its sources: "
+                        + "; ".join(skipped))
+
+
+def not_served(package, full, why):
+    return PipelineError(f"{package} {full} is listed by apt, but Debian's archive does not serve its "
+                         f"source ({why}); 'python3 -m pgo latest' names the newest it serves")
+
+
+def unserved(package, full):
+    """Why Debian's archive does not serve the source package `package`=`full` (None: it does, or
+    this machine cannot tell, and the download will say). Asks for the .dsc's headers only."""
+    result = subprocess.run(["apt-get", "source", "--print-uris", f"{package}={full}"],
+                            capture_output=True, text=True)
+    uris = re.findall(r"^'([^']+\.dsc)'", result.stdout, re.M)
+    if result.returncode != 0 or not uris:
+        return None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(uris[0], method="HEAD"), timeout=20):
+            return None
+    except urllib.error.HTTPError as e:
+        return f"HTTP {e.code} for {urllib.parse.unquote(uris[0].rsplit('/', 1)[-1])}"
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def newest_git_tag(url, product, line):
@@ -413,6 +455,9 @@ def debian_orig_tarball(package, version, cache, suite=None, log=None):
     folder = cache / f"{package}_{full.split(':', 1)[-1]}"
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
+        why = unserved(package, full)
+        if why:
+            raise not_served(package, full, why)
         replace_dir(folder)
 
         def download(partial):

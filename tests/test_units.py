@@ -3,6 +3,7 @@
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -287,8 +288,10 @@ def test_deb_src_entry_of_another_suite_mirrors_this_machines_entries():
 @pytest.fixture
 def apt(monkeypatch):
     """Debian's archive as apt would show it, and the entries the pipeline adds, without apt."""
-    state = {"versions": ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1"], "added": [], "refreshed": []}
+    state = {"versions": ["1:10.11.18-0+deb12u1", "1:10.11.19-0+deb12u1"], "added": [], "refreshed": [],
+             "unserved": {}}
     monkeypatch.setattr(source, "debian_versions", lambda package: list(state["versions"]))
+    monkeypatch.setattr(source, "unserved", lambda package, full: state["unserved"].get(full))
     monkeypatch.setattr(source, "refresh_deb_src", lambda suite, log=None: state["refreshed"].append(suite))
 
     def add(suite, log=None):
@@ -309,6 +312,31 @@ def test_latest_is_the_newest_debian_version_of_the_configurations_line(apt):
     assert source.resolve_version("10.11.18", "debian", build_config("minimal")) == ("10.11.18", "as requested")
     with pytest.raises(PipelineError, match="configuration 'minimal-11.8' builds mariadb 11.8; 10.11.18"):
         source.resolve_version("10.11.18", "debian", build_config("minimal-11.8"))
+
+
+def test_latest_is_the_newest_version_whose_source_the_archive_serves(apt):
+    # Seen on a mirror that carries bookworm-security's binaries but not its sources: apt lists
+    # 10.11.19, and its .dsc is a 404.
+    apt["unserved"]["1:10.11.19-0+deb12u1"] = "HTTP 404 for mariadb_10.11.19-0+deb12u1.dsc"
+    version, how = source.resolve_version("latest", "debian", build_config("minimal"))
+    assert version == "10.11.18"
+    assert how == ("the newest mariadb 10.11 whose source Debian's archive serves: 1:10.11.18-0+deb12u1 "
+                   "(not 1:10.11.19-0+deb12u1, listed but not served: HTTP 404 for mariadb_10.11.19-0+deb12u1.dsc)")
+    # Asked for by name, it is refused before anything is built or downloaded.
+    with pytest.raises(PipelineError, match=r"^mariadb 1:10.11.19-0\+deb12u1 is listed by apt, but Debian's "
+                                            r"archive does not serve its source \(HTTP 404 for"):
+        source.check_available("debian", "10.11.19", build_config("minimal"), ".")
+    source.check_available("debian", "10.11.18", build_config("minimal"), ".")
+    apt["unserved"]["1:10.11.18-0+deb12u1"] = "HTTP 404 for mariadb_10.11.18-0+deb12u1.dsc"
+    with pytest.raises(PipelineError, match="lists mariadb 10.11 but serves none of its sources"):
+        source.resolve_version("latest", "debian", build_config("minimal"))
+
+
+def test_the_archives_answer_for_a_source_it_does_not_serve_is_read_from_its_headers():
+    # The real mirror: whatever it serves, the answer is None (served, or cannot tell) or an HTTP status.
+    for full in source.debian_versions("mariadb"):
+        why = source.unserved("mariadb", full)
+        assert why is None or re.fullmatch(r"HTTP [0-9]{3} for mariadb_.*\.dsc", why), why
 
 
 def test_latest_goes_on_with_apts_lists_when_they_cannot_be_refreshed(apt, monkeypatch, capsys):
