@@ -63,8 +63,8 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
 
 def release_form_properties():
     return [
-        VersionParameter(name="version", label="Version: MAJOR.MINOR.PATCH, or latest (the newest of the "
-                         "configuration's line)", default="latest", required=True, size=12),
+        VersionParameter(name="version", label="Version (required): MAJOR.MINOR.PATCH, or latest (the newest "
+                         "of the configuration's line)", default="latest", required=True, size=12),
         util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
                                    default="minimal"),
         util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",

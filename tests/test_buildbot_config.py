@@ -18,7 +18,7 @@ from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
 from steps.config import buildmaster_config
 from steps.preflight import refusal, resolve
-from steps.schedulers import VersionParameter
+from steps.schedulers import VersionParameter, release_form_properties
 from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from steps.workers import current_image, domain_xml
 
@@ -134,6 +134,9 @@ def test_version_is_validated_with_a_clear_message():
         version.getFromKwargs({"version": ["10.11"]})
     with pytest.raises(ValidationError, match="needs to be specified"):
         version.getFromKwargs({"version": [""]})
+    # Buildbot's form draws no mark for a required field: the label says it.
+    shown = next(p for p in release_form_properties() if p.name == "version")
+    assert shown.required and shown.label.startswith("Version (required): ")
 
 
 @pytest.mark.parametrize("text, message", [
