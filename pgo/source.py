@@ -267,11 +267,12 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
         if not why:
             return release, full, skipped
         skipped.append(f"{full}, listed but not served: {why}")
-    raise PipelineError(f"Debian's archive lists {package} {line or ''} but serves none of its sources: "
+    raise PipelineError(f"Debian's archive lists {package} {line or 'versions'} but serves none of their sources: "
                         + "; ".join(skipped))
 
 
 def not_served(package, full, why):
+    """The error for a version asked for by name whose source is listed but not served."""
     return PipelineError(f"{package} {full} is listed by apt, but Debian's archive does not serve its "
                          f"source ({why}); 'python3 -m pgo latest' names the newest it serves")
 
