@@ -179,10 +179,8 @@ def check_available(spec, version, config, base):
             raise PipelineError(f"product '{product.name}' has no Debian source package; give a source")
         versions = debian_versions(product.debian_source)
         if of_line(versions, version_line(version)):
-            full = matching_debian_version(product.debian_source, version, versions)
-            why = unserved(product.debian_source, full)
-            if why:
-                raise not_served(product.debian_source, full, why)
+            package = product.debian_source
+            require_served(package, matching_debian_version(package, version, versions))
         return
     tree = Path(base, spec)
     if "://" not in spec and tree.is_dir():
@@ -271,10 +269,12 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
                         + "; ".join(skipped))
 
 
-def not_served(package, full, why):
-    """The error for a version asked for by name whose source is listed but not served."""
-    return PipelineError(f"{package} {full} is listed by apt, but Debian's archive does not serve its "
-                         f"source ({why}); 'python3 -m pgo latest' names the newest it serves")
+def require_served(package, full):
+    """Refuse a version asked for by name whose source apt lists but the archive does not serve."""
+    why = unserved(package, full)
+    if why:
+        raise PipelineError(f"{package} {full} is listed by apt, but Debian's archive does not serve its "
+                            f"source ({why}); 'python3 -m pgo latest' names the newest it serves")
 
 
 def unserved(package, full):
@@ -456,9 +456,7 @@ def debian_orig_tarball(package, version, cache, suite=None, log=None):
     folder = cache / f"{package}_{full.split(':', 1)[-1]}"
     dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
     if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
-        why = unserved(package, full)
-        if why:
-            raise not_served(package, full, why)
+        require_served(package, full)
         replace_dir(folder)
 
         def download(partial):
