@@ -640,18 +640,29 @@ def cmd_promote(args):
 
 
 def cmd_list(args):
+    """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
     root = root_of(args.archive)
-    rows = []
+    rows, damaged = [], []
     for entry in entries(root):
-        m = entry.manifest()
-        rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
-                     "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
+        try:
+            m = entry.manifest()
+            rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
+                         "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
+        except (PipelineError, KeyError, TypeError, AttributeError) as e:
+            problem = str(e) if isinstance(e, PipelineError) else f"{MANIFEST} lacks {e}"
+            damaged.append(f"{entry.name}: {problem}")
+            rows.append({"name": entry.name, "kind": "damaged", "problem": problem})
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
         print(f"no archived profiles in {root}")
     for row in [] if args.json else rows:
-        print(f"{row['name']:<70} {row['kind']:<8} {row['config']:<10} {row['created']}")
+        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {row.get('created', row.get('problem'))}")
+    if damaged:
+        print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
+                          "(see `pgo archive verify`)"), file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_show(args):

@@ -420,6 +420,23 @@ def test_a_nightly_profile_stored_again_as_a_release_is_promoted_never_demoted(t
     one_line_error(pgo("archive", "promote", "--workdir", work, entry.name, archive_root=root), "one of them")
 
 
+def test_one_damaged_entry_hides_no_other_from_the_list(archive_copy):
+    """An entry half-copied by hand (its manifest cut short) is listed as damaged, beside the intact one."""
+    intact = only_entry(archive_copy)
+    broken = intact.path.parent / "0123456789ab"
+    broken.mkdir()
+    (broken / archive.MANIFEST).write_text((intact.path / archive.MANIFEST).read_text()[:100])
+    listed = pgo("archive", "list", archive_root=archive_copy)
+    error = one_line_error(listed, "1 of 2 archived profiles damaged", broken.name, "unreadable manifest.json")
+    assert intact.name not in error
+    assert any(line.startswith(intact.name) and " release " in line for line in listed.stdout.splitlines())
+    assert any(line.startswith(f"{intact.path.parent.relative_to(archive_copy)}/{broken.name}") and " damaged " in line
+               for line in listed.stdout.splitlines()), listed.stdout
+    rows = json.loads(pgo("archive", "list", "--json", archive_root=archive_copy).stdout)
+    assert [(row["name"], row["kind"]) for row in rows] == sorted(
+        [(intact.name, "release"), (f"{intact.path.parent.relative_to(archive_copy)}/{broken.name}", "damaged")])
+
+
 def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_path):
     """kind.json decides what prune removes and what `latest` takes: sha256sums.txt covers it."""
     root = tmp_path / "archive"
