@@ -649,8 +649,9 @@ def cmd_list(args):
             rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
                          "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
         except (PipelineError, KeyError, TypeError, AttributeError) as e:
-            problem = str(e) if isinstance(e, PipelineError) else f"{MANIFEST} lacks {e}"
-            damaged.append(f"{entry.name}: {problem}")
+            problem = str(e) if isinstance(e, PipelineError) else \
+                f"archive entry {entry.name}: {MANIFEST} is no profile manifest ({type(e).__name__}: {e})"
+            damaged.append(problem)      # names the entry
             rows.append({"name": entry.name, "kind": "damaged", "problem": problem})
     if args.json:
         print(json.dumps(rows, indent=2))

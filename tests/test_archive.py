@@ -432,7 +432,9 @@ def test_one_damaged_entry_hides_no_other_from_the_list(archive_copy):
     assert any(line.startswith(intact.name) and " release " in line for line in listed.stdout.splitlines())
     assert any(line.startswith(f"{intact.path.parent.relative_to(archive_copy)}/{broken.name}") and " damaged " in line
                for line in listed.stdout.splitlines()), listed.stdout
-    rows = json.loads(pgo("archive", "list", "--json", archive_root=archive_copy).stdout)
+    as_json = pgo("archive", "list", "--json", archive_root=archive_copy)
+    assert as_json.returncode == 1
+    rows = json.loads(as_json.stdout)
     assert [(row["name"], row["kind"]) for row in rows] == sorted(
         [(intact.name, "release"), (f"{intact.path.parent.relative_to(archive_copy)}/{broken.name}", "damaged")])
 
