@@ -642,7 +642,7 @@ def cmd_promote(args):
 def cmd_list(args):
     """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
     root = root_of(args.archive)
-    rows, damaged = [], []
+    rows = []
     for entry in entries(root):
         try:
             m = entry.manifest()
@@ -651,7 +651,6 @@ def cmd_list(args):
         except (PipelineError, KeyError, TypeError, AttributeError) as e:
             problem = str(e) if isinstance(e, PipelineError) else \
                 f"archive entry {entry.name}: {MANIFEST} is no profile manifest ({type(e).__name__}: {e})"
-            damaged.append(problem)      # names the entry
             rows.append({"name": entry.name, "kind": "damaged", "problem": problem})
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -659,6 +658,7 @@ def cmd_list(args):
         print(f"no archived profiles in {root}")
     for row in [] if args.json else rows:
         print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {row.get('created', row.get('problem'))}")
+    damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
     if damaged:
         print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
                           "(see `pgo archive verify`)"), file=sys.stderr)
