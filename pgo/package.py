@@ -29,6 +29,7 @@ from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
 from pgo.runner import say
 from pgo.source import sha256_file
+from pgo.toolchain import built_with_lto
 from pgo.workdir import REPO, Workdir
 
 RECIPES = REPO / "packaging"
@@ -302,6 +303,9 @@ def cpack(build, generator, scratch, settings, env=None):
     checked phase, and the identity check proves it was not redone.
     """
     args = ["cpack", "--config", build.tree / "CPackConfig.cmake", "-G", generator, "-B", scratch]
+    if built_with_lto(build.info["flags"]):
+        # The static libraries' LTO bytecode only this GCC can read: packages carry their machine code.
+        settings = {**settings, "CPACK_PRE_BUILD_SCRIPTS": RECIPES / "strip-lto-bytecode.cmake"}
     for key, value in settings.items():
         args += ["-D", f"{key}={value}"]
     run(args, env=env)

@@ -73,6 +73,11 @@ LTO_FLAGS = (
 )
 
 
+def built_with_lto(flags):
+    """Whether a build's recorded flags (build-info.json `flags`) are an LTO build's."""
+    return LTO_FLAGS[0] in flags
+
+
 def pgo_flags(variant, profile_dir, build_dir, lto=False):
     """Compile and link flags that turn one configuration into one of its variants.
 

@@ -4,6 +4,7 @@ the profile check names the rule GCC decides hotness by."""
 
 import json
 import subprocess
+import tarfile
 
 import pytest
 
@@ -98,3 +99,17 @@ def test_the_check_names_the_rule_the_link_decides_hotness_by(lto_build):
     summaries = [s for s in map(lines.RESULT_PARSERS["check"], out.splitlines()) if s]
     assert summaries[1].startswith("hot from the LTO working set, largest counter ")
     assert summaries[1].endswith(", 2 trained functions, 1 runs;")
+
+
+def test_packages_carry_the_static_librarys_machine_code_without_its_lto_bytecode(lto_build, tmp_path):
+    workdir, _ = lto_build
+    run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "bintar")
+    with tarfile.open(next((tmp_path / "bintar").glob("*.tar.gz"))) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("/lib/libhot.a"))
+        (tmp_path / "libhot.a").write_bytes(archive.extractfile(member).read())
+    packed, built = tmp_path / "libhot.a", workdir / "build" / "pgo" / "libhot.a"
+    # The build tree's archive keeps its bytecode (the LTO link of the program reads it)...
+    assert any(name.startswith(".gnu.lto_") for name in sections(built))
+    # ...the packaged one has only the machine code, which any compiler's link can use.
+    assert not any(name.startswith((".gnu.lto_", ".gnu.debuglto_")) for name in sections(packed))
+    assert ".text" in sections(packed) and {"hot_digest", "cold_digest"} <= global_symbols(packed)
