@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict
 
 from pgo import PipelineError, archive, bench, contract, lines, package, source
-from pgo.config import build_config, config_names
+from pgo.config import build_config, config_names, default_config
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir
@@ -56,7 +56,8 @@ def make_parser():
     build.add_argument("--version", required=True, type=checked(source.validate_request),
                        help="server version, e.g. 10.11.19, or 'latest': the newest of the configuration's "
                        "line that the source has")
-    build.add_argument("--config", default="minimal", help="named configuration from pgo/configs.toml")
+    build.add_argument("--config", default=default_config(),
+                       help="named configuration from pgo/configs.toml (default: its `default`, %(default)s)")
     build.add_argument("--pgo", choices=("on", "off"), default="on",
                        help="off: the same configuration without a profile (the benchmark's baseline)")
     build.add_argument("--source", default="debian",
@@ -102,7 +103,8 @@ def make_parser():
     phases.set_defaults(func=cmd_phases)
 
     latest = sub.add_parser("latest", help="the newest version of a configuration's line that a source has")
-    latest.add_argument("--config", default="minimal", help="named configuration from pgo/configs.toml")
+    latest.add_argument("--config", default=default_config(),
+                       help="named configuration from pgo/configs.toml (default: its `default`, %(default)s)")
     latest.add_argument("--source", default="debian", help="as for pgo build")
     latest.set_defaults(func=cmd_latest)
 

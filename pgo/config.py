@@ -61,6 +61,16 @@ def config_names(data=None):
     return sorted((data or load())["configs"])
 
 
+def default_config(data=None):
+    """The configuration used wherever none is named: configs.toml's `default`."""
+    data = data or load()
+    name = data.get("default")
+    if name not in data.get("configs", {}):
+        raise PipelineError(f"{CONFIG_FILE.name}: default = {name!r} is not a configuration "
+                            f"(known: {', '.join(config_names(data))})")
+    return name
+
+
 def build_config(name, data=None):
     """Resolve a configuration and its `inherits` chain into a BuildConfig."""
     data = data or load()

@@ -1,6 +1,6 @@
 """./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
 
-    ./release                          set up, start, release the newest MariaDB 10.11 (minimal), follow it
+    ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's default configuration), follow it
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
     ./release stop                     stop them
@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from pgo import PipelineError, lines
+from pgo.config import default_config
 from pgo.source import LATEST
 from pgo.toolchain import detect
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
@@ -91,7 +92,6 @@ formats = [{formats}]
 enabled = true
 platform = "local"
 version = "latest"
-config = "minimal"
 source = "debian"
 keep = 7
 """
@@ -441,7 +441,8 @@ def make_parser():
     run = sub.add_parser("run", parents=[common], help="start everything and run a PGO release (the default)")
     run.add_argument("--version", default=LATEST, help="version to release: MAJOR.MINOR.PATCH, or 'latest' "
                      "(the default: the newest of the configuration's line that the source has)")
-    run.add_argument("--config", default="minimal", help="named configuration of pgo/configs.toml")
+    run.add_argument("--config", default=default_config(),
+                     help="named configuration of pgo/configs.toml (default: its `default`, %(default)s)")
     run.add_argument("--source", default="debian", help="'debian', a tarball, a directory or a git URL")
     run.add_argument("--formats", default=",".join(PACKAGE_FORMATS),
                      help=f"package formats, comma-separated (default {','.join(PACKAGE_FORMATS)})")

@@ -5,7 +5,7 @@ from buildbot.schedulers.forcesched import CollectedValidationError, ValidationE
 from twisted.internet import defer, threads
 
 from pgo import PipelineError
-from pgo.config import config_names
+from pgo.config import config_names, default_config
 from pgo.source import validate_request
 from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
@@ -66,7 +66,7 @@ def release_form_properties():
         VersionParameter(name="version", label="Version (required): MAJOR.MINOR.PATCH, or latest (the newest "
                          "of the configuration's line)", default="latest", required=True, size=12),
         util.ChoiceStringParameter(name="config", label="Configuration", choices=config_names(),
-                                   default="minimal"),
+                                   default=default_config()),
         util.StringParameter(name="source", label="Source ('debian', a tarball, a directory or a git URL)",
                              default="debian", size=50),
         util.ChoiceStringParameter(name="formats", label="Package formats", choices=list(PACKAGE_FORMATS),

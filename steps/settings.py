@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
+from pgo.config import build_config, default_config
 from pgo.source import validate_request
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ class Nightly:
     minute: int = 0
     platform: str = "local"
     version: str = "latest"           # the newest of the configuration's line, resolved at each run
-    config: str = "minimal"
+    config: str = field(default_factory=default_config)   # pgo/configs.toml's `default`
     source: str = "debian"
     profile: str = "train"            # or "latest": reuse the newest archived profile of the line (one build)
     keep: int = 7
@@ -232,5 +233,6 @@ def check(s):
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")
     try:
         validate_request(s.nightly.version)
+        build_config(s.nightly.config)
     except PipelineError as e:
         raise SettingsError(f"{where}: [nightly] {e}") from None

@@ -146,6 +146,7 @@ def test_version_is_validated_with_a_clear_message():
     ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
     ("[nightly]\nkeep = 0", "keep must be at least 1"),
     ("[nightly]\nversion = 'newest'", "[nightly] invalid version 'newest'"),
+    ("[nightly]\nconfig = 'minmal'", "[nightly] unknown configuration 'minmal'"),
     ("admins = {}", "no [admins]"),
     ("inconclusive = 'maybe'", "inconclusive 'maybe' is not one of block, publish-if-ahead"),
     ("min_speedup = 'fast'", "min_speedup must be a number, not 'fast'"),

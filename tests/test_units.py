@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pgo import PipelineError, lines, profile, source
-from pgo.config import build_config, config_names
+from pgo.config import build_config, config_names, default_config
 from pgo.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +42,14 @@ def test_configurations_name_their_product_line_and_debian_suite():
     with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line "
                                             r"11.8 \(configurations for it: minimal-11.8, release-11.8\)"):
         build_config("minimal").require_version("11.8.9")
+
+
+def test_the_default_configuration_is_named_once_and_must_exist():
+    assert default_config() in config_names()
+    with pytest.raises(PipelineError, match=r"configs.toml: default = 'gone' is not a configuration \(known: a\)"):
+        default_config({"default": "gone", **config(a={"product": "p"})})
+    with pytest.raises(PipelineError, match=r"default = None is not a configuration"):
+        default_config(config(a={"product": "p"}))
 
 
 def config(**configs):
