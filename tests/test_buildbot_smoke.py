@@ -41,7 +41,8 @@ def master(tmp_path_factory):
         # The nightly builds the fixture too ('latest': its VERSION), and keeps only the newest; never
         # MariaDB, so the settings must say what is replaced.
         text = local.settings_text(free_port(), free_port(), free_port())
-        nightly = 'version = "latest"\nconfig = "minimal"\nsource = "debian"\nkeep = 7'
+        # The generated nightly names no configuration: it builds pgo/configs.toml's default.
+        nightly = 'version = "latest"\nsource = "debian"\nkeep = 7'
         assert nightly in text
         # A release waiting for a worker that is not connected gives up after 3 s.
         runtime.settings_file.write_text(text.replace(nightly, 'version = "latest"\nconfig = "fixture"\n'
