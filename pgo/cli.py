@@ -51,13 +51,14 @@ class Parser(argparse.ArgumentParser):
 def make_parser():
     parser = Parser(prog="pgo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(metavar="command", parser_class=Parser)
+    config_help = "named configuration from pgo/configs.toml (default: its `default`, %(default)s)"
+    default = default_config()
 
     build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
     build.add_argument("--version", required=True, type=checked(source.validate_request),
                        help="server version, e.g. 10.11.19, or 'latest': the newest of the configuration's "
                        "line that the source has")
-    build.add_argument("--config", default=default_config(),
-                       help="named configuration from pgo/configs.toml (default: its `default`, %(default)s)")
+    build.add_argument("--config", default=default, help=config_help)
     build.add_argument("--pgo", choices=("on", "off"), default="on",
                        help="off: the same configuration without a profile (the benchmark's baseline)")
     build.add_argument("--source", default="debian",
@@ -103,8 +104,7 @@ def make_parser():
     phases.set_defaults(func=cmd_phases)
 
     latest = sub.add_parser("latest", help="the newest version of a configuration's line that a source has")
-    latest.add_argument("--config", default=default_config(),
-                       help="named configuration from pgo/configs.toml (default: its `default`, %(default)s)")
+    latest.add_argument("--config", default=default, help=config_help)
     latest.add_argument("--source", default="debian", help="as for pgo build")
     latest.set_defaults(func=cmd_latest)
 
