@@ -32,7 +32,8 @@ and the build's number) for the manifest.
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
 of training. "latest" is the newest entry, not pending, of the same product line (major.minor),
 no newer than the version built, for the same target, GCC version and flags
-fingerprint; any other difference in those is refused before building. GCC also
+fingerprint; any other difference in those is refused before building. A damaged
+entry is passed over and named, never taken (`pgo archive verify` says what is wrong). GCC also
 checksums each function's source file path and line: a profile applies in full only
 to builds from the same source path, which pgo/source.py gives every build of one
 product line (its line's tree in the download cache), so a profile of 10.11.18 keeps
@@ -135,6 +136,17 @@ class Entry:
             raise PipelineError(f"archive entry {self.name}: {problem or f'{KIND} names no known kind'}, "
                                 "so its kind is unknown (see `pgo archive verify`)")
         return kind
+
+
+# What reading a damaged entry raises: an unreadable file, or a manifest of the wrong shape.
+DAMAGE = (PipelineError, KeyError, TypeError, AttributeError)
+
+
+def damage(entry, e):
+    """What is wrong with an entry, from what reading it raised (one of DAMAGE), naming the entry."""
+    if isinstance(e, PipelineError):
+        return str(e)
+    return f"archive entry {entry.name}: {MANIFEST} is no profile manifest ({type(e).__name__}: {e})"
 
 
 def entries(root):
@@ -450,18 +462,28 @@ def verify(entry):
 # --- reuse --------------------------------------------------------------------
 
 def latest(root, product, version, target, compiler_version, flags_fingerprint):
-    """Newest compatible profile of this product line, from this version or an older one."""
-    candidates = []
+    """Newest compatible profile of this product line, from this version or an older one.
+
+    A damaged entry is passed over, and named, not taken: one bad entry must not stop every
+    later build that reuses profiles (the entry taken is checked in full when it is unpacked).
+    """
+    candidates, passed_over = [], []
     for entry in entries(root):
-        m = entry.manifest()
-        if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
-                and version_key(m["version"]) <= version_key(version)
-                and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
-            candidates.append((version_key(m["version"]), m["created"], entry))
+        try:
+            m = entry.manifest()
+            if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
+                    and version_key(m["version"]) <= version_key(version)
+                    and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
+                candidates.append((version_key(m["version"]), m["created"], entry))
+        except DAMAGE as e:
+            passed_over.append(damage(entry, e))
+    for problem in passed_over:
+        print(f"[import] passed over a damaged entry: {problem} (see `pgo archive verify`)", flush=True)
     if not candidates:
         raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
                             f"{version} built by GCC {compiler_version} for {target} with flags "
-                            f"{flags_fingerprint}")
+                            f"{flags_fingerprint}" + (f" ({len(passed_over)} damaged entries passed over)"
+                                                      if passed_over else ""))
     return max(candidates, key=lambda c: c[:2])[2]
 
 
@@ -648,10 +670,8 @@ def cmd_list(args):
             m = entry.manifest()
             rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
                          "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
-        except (PipelineError, KeyError, TypeError, AttributeError) as e:
-            problem = str(e) if isinstance(e, PipelineError) else \
-                f"archive entry {entry.name}: {MANIFEST} is no profile manifest ({type(e).__name__}: {e})"
-            rows.append({"name": entry.name, "kind": "damaged", "problem": problem})
+        except DAMAGE as e:
+            rows.append({"name": entry.name, "kind": "damaged", "problem": damage(entry, e)})
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:

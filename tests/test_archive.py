@@ -439,6 +439,23 @@ def test_one_damaged_entry_hides_no_other_from_the_list(archive_copy):
         [(intact.name, "release"), (f"{intact.path.parent.relative_to(archive_copy)}/{broken.name}", "damaged")])
 
 
+def test_latest_passes_over_a_damaged_entry_names_it_and_takes_the_intact_one(archive_copy, tmp_path):
+    """One bad entry must not stop every nightly that reuses profiles, nor be taken silently."""
+    intact = only_entry(archive_copy)
+    broken = intact.path.parent / "0123456789ab"
+    broken.mkdir()
+    (broken / archive.MANIFEST).write_text((intact.path / archive.MANIFEST).read_text()[:100])
+    reuse = tmp_path / "reuse"
+    result = ok(build(reuse, archive_copy, "--profile-from", "latest"))
+    passed_over = [line for line in result.stdout.splitlines() if line.startswith("[import] passed over")]
+    assert len(passed_over) == 1 and broken.name in passed_over[0] and "unreadable manifest.json" in passed_over[0]
+    assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == intact.profile_id
+    # With nothing else to take, the refusal counts what it passed over.
+    shutil.rmtree(intact.path)
+    one_line_error(build(tmp_path / "none", archive_copy, "--profile-from", "latest"),
+                   "no archived profile", "(1 damaged entries passed over)")
+
+
 def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_path):
     """kind.json decides what prune removes and what `latest` takes: sha256sums.txt covers it."""
     root = tmp_path / "archive"
