@@ -23,7 +23,12 @@ case "$what" in
 esac
 
 export DEBIAN_FRONTEND=noninteractive
+# A machine may already hold a configuration file a package ships (a left-over
+# /etc/logrotate.d/mariadb, say): keep it rather than stop at dpkg's prompt, and finish any
+# package an earlier run left unconfigured.
+keep_conffiles="-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
 apt-get update -q
+dpkg --force-confdef --force-confold --configure -a
 # shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $packages
+apt-get install -y -q --no-install-recommends $keep_conffiles $packages
 python3 -m pip install -q -r "$(dirname "$0")/../requirements.txt"
