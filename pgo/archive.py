@@ -461,6 +461,15 @@ def verify(entry):
 
 # --- reuse --------------------------------------------------------------------
 
+def passed_over_note(problems, shown=2):
+    """The refusal's note on the damaged entries `latest` passed over: the first ones in full, so
+    that the one error line says what to repair even when the log of the passing-over is gone."""
+    if not problems:
+        return ""
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    return f" (passed over {len(problems)} damaged: {'; '.join(problems[:shown])}{more})"
+
+
 def latest(root, product, version, target, compiler_version, flags_fingerprint):
     """Newest compatible profile of this product line, from this version or an older one.
 
@@ -482,8 +491,7 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
     if not candidates:
         raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
                             f"{version} built by GCC {compiler_version} for {target} with flags "
-                            f"{flags_fingerprint}" + (f" ({len(passed_over)} damaged entries passed over)"
-                                                      if passed_over else ""))
+                            f"{flags_fingerprint}" + passed_over_note(passed_over))
     return max(candidates, key=lambda c: c[:2])[2]
 
 

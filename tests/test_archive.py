@@ -450,10 +450,10 @@ def test_latest_passes_over_a_damaged_entry_names_it_and_takes_the_intact_one(ar
     passed_over = [line for line in result.stdout.splitlines() if line.startswith("[import] passed over")]
     assert len(passed_over) == 1 and broken.name in passed_over[0] and "unreadable manifest.json" in passed_over[0]
     assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == intact.profile_id
-    # With nothing else to take, the refusal counts what it passed over.
+    # With nothing else to take, the refusal says what it passed over, and why.
     shutil.rmtree(intact.path)
     one_line_error(build(tmp_path / "none", archive_copy, "--profile-from", "latest"),
-                   "no archived profile", "(1 damaged entries passed over)")
+                   "no archived profile", "(passed over 1 damaged: ", broken.name, "unreadable manifest.json")
 
 
 def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_path):

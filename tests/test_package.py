@@ -175,6 +175,37 @@ def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
     assert recipe["distribution_version"].format(version="10.11.19") == "1:10.11.19-0+deb12u1"
 
 
+# debian/additions of Debian's source packages (tar tJf of their debian.tar.xz): 10.11.18-0+deb12u1
+# and 11.8.6-0+deb13u1. 11.x renamed the clients' file and dropped mysqld_safe's.
+DEBIAN_ADDITIONS = {
+    "10.11": ["mariadb.cnf", "mariadb.conf.d/50-client.cnf", "mariadb.conf.d/50-mysql-clients.cnf",
+              "mariadb.conf.d/50-mysqld_safe.cnf", "mariadb.conf.d/50-server.cnf", "mariadb.conf.d/60-galera.cnf"],
+    "11.8": ["mariadb.cnf", "mariadb.conf.d/50-client.cnf", "mariadb.conf.d/50-mariadb-clients.cnf",
+             "mariadb.conf.d/50-server.cnf", "mariadb.conf.d/60-galera.cnf"],
+}
+
+
+@pytest.mark.parametrize("line", DEBIAN_ADDITIONS)
+def test_the_mariadb_deb_recipe_ships_the_configuration_files_of_either_line(line, tmp_path):
+    """Every file of debian/additions goes into a package (Galera's: WSREP is off), none is missing."""
+    from pgo.debpackages import install_rule
+    from pgo.package import RECIPES, load_toml
+    recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
+    additions = tmp_path / "src" / "debian" / "additions"
+    for name in DEBIAN_ADDITIONS[line]:
+        (additions / name).parent.mkdir(parents=True, exist_ok=True)
+        (additions / name).write_text(f"# {name}\n")
+    shipped = set()
+    for package in recipe["packages"]:
+        for rule in package["files"]:
+            if rule[0].lstrip("?").startswith("src:debian/additions/"):
+                shipped |= install_rule(rule, {"src": tmp_path / "src"}, tmp_path / package["name"],
+                                        package["name"], shipped, "x86_64-linux-gnu", recipe["layout"])
+    assert shipped == {additions / name for name in DEBIAN_ADDITIONS[line] if "galera" not in name}
+    clients = next(name for name in DEBIAN_ADDITIONS[line] if name.endswith("-clients.cnf"))
+    assert (tmp_path / "mariadb-client" / "etc/mysql" / clients).is_file()
+
+
 @pytest.mark.parametrize("kind,fmt", [("pgo", "bintar"), ("pgo", "rpm"), ("plain", "bintar"), ("plain", "rpm")])
 def test_proof_runs_the_unpacked_package_and_sees_its_mark(published, kind, fmt):
     result = run_pgo("prove", published[kind, fmt])

@@ -186,8 +186,9 @@ def test_failing_phase_names_itself_and_its_log(tmp_path, pgo):
     (["--version", "1.0.0", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
     (["--version", "1.0.0", "--git-ref", "fixture-1.0.1"], "--git-ref applies only to a git URL --source"),
     (["--version", "latest", "--source", "/nonexistent/src"], "neither 'debian', a git URL"),
-    (["--version", "11.8.9", "--config", "minimal"], "configuration 'minimal' builds mariadb 10.11; 11.8.9 is of "
-                                                     "line 11.8 (configurations for it: minimal-11.8, release-11.8)"),
+    (["--version", "11.8.9", "--config", "minimal"],
+     "configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line 11.8 (configurations for it: minimal-11.8, "
+     "minimal-11.8-lto, release-11.8)"),
 ])
 def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     base = ["build", "--config", "fixture", "--source", FIXTURE, "--workdir", tmp_path / "w"]

@@ -34,13 +34,14 @@ def test_shipped_configurations_resolve():
 
 def test_configurations_name_their_product_line_and_debian_suite():
     assert (build_config("minimal").line, build_config("minimal").debian_suite) == ("10.11", "bookworm")
-    for name in ("release-11.8", "minimal-11.8"):
-        eleven, ten = build_config(name), build_config(name.removesuffix("-11.8"))
+    for name in ("release-11.8", "minimal-11.8", "minimal-11.8-lto"):
+        eleven, ten = build_config(name), build_config(name.replace("-11.8", ""))
         assert (eleven.line, eleven.debian_suite) == ("11.8", "trixie") and eleven.cmake_args == ten.cmake_args
+        assert eleven.lto == ten.lto
     assert build_config("fixture").line is None and build_config("fixture").require_version("7.1.0") == "7.1.0"
     assert build_config("minimal").require_version("10.11.19") == "10.11.19"
     with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line "
-                                            r"11.8 \(configurations for it: minimal-11.8, release-11.8\)"):
+                                            r"11.8 \(configurations for it: minimal-11.8, minimal-11.8-lto, release-11.8\)"):
         build_config("minimal").require_version("11.8.9")
 
 
