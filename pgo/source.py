@@ -266,7 +266,7 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
             return release, full, skipped
         skipped.append(f"{full}, listed but not served: {why}")
     raise PipelineError(f"Debian's archive lists {package} {line or 'versions'} but serves none of their sources: "
-                        + "; ".join(skipped))
+                        + "; ".join(skipped) + " (give a source you have with --source: a tarball or a directory)")
 
 
 def require_served(package, full):

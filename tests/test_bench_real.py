@@ -106,6 +106,10 @@ def test_identical_builds_are_measured_equal_and_pass_unless_chance_calls_a_regr
     assert run.returncode == (1 if failing else 0)
     md = (out / "report.md").read_text()
     assert ("**Verdict: FAIL**" if failing else "**Verdict: PASS**") in md
+    # The CPU every figure was measured on, as the kernel shows it.
+    cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    assert result["machine"]["cpu"] == cpu and result["machine"]["cpus"] == os.cpu_count()
+    assert f"Machine: {cpu} (family " in md
 
 
 def test_runs_are_interleaved_and_progress_is_reported(comparison):

@@ -132,7 +132,10 @@ def test_a_sequential_result_reports_how_its_pairs_stopped(tmp_path):
 def test_published_results_still_rerender(tmp_path, stored):
     run = bench("--from-result", stored, "--out", tmp_path)
     assert run.returncode in (0, 1), run.stderr
-    assert "**Verdict: " in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "**Verdict: " in md
+    machine = json.loads(stored.read_text()).get("machine")
+    assert f"Machine: {machine['cpu']}" in md if machine else "Machine: not recorded" in md
 
 
 def test_a_stored_policy_that_does_not_exist_is_a_usage_error(tmp_path):

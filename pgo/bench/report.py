@@ -3,6 +3,14 @@
 from pgo.bench.stats import MIN_PAIRS_FOR_SIGN_TEST
 
 
+def describe_machine(m):
+    """One phrase for a report: 'Intel(R) Xeon(R) Processor (family 6, model 167), 2 CPUs'."""
+    if not m:
+        return "not recorded (a result from before the machine was recorded)"
+    ids = f" (family {m['family']}, model {m['model']})" if m.get("family") else ""
+    return f"{m['cpu']}{ids}, {m['cpus']} CPUs"
+
+
 def interval(c):
     if c is None:
         return "n/a"
@@ -52,6 +60,7 @@ def render(result, figures):
         f"Same server options for both: `{' '.join(result['server_options'])}`. "
         + (f"**The candidate was handicapped** (to test the gate) with `{' '.join(s['candidate_handicap'])}`. "
            if s.get("candidate_handicap") else "") +
+        f"Machine: {describe_machine(result.get('machine'))}. "
         f"Data: {s['tables']} tables x {s['table_size']} rows. Server on CPUs {s['server_cpus']}, "
         f"sysbench on CPUs {s['client_cpus']}. {s['pairs']} interleaved pairs (A B, B A, ...) of "
         f"{s['time']} s per workload and concurrency, after a {s['warmup']} s warm-up{extension(result)}.",

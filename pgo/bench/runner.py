@@ -7,6 +7,7 @@ background threads cost next to nothing. Interleaving (A B B A A B ...) makes sl
 the machine (thermal, other tenants, page cache) hit both builds alike.
 """
 
+import os
 import shutil
 import statistics
 import time
@@ -25,6 +26,24 @@ PERCENTILES = (95, 99)
 
 def say(line):
     print(lines.tagged("bench", line), flush=True)
+
+
+def machine(cpuinfo="/proc/cpuinfo"):
+    """The CPU the figures were measured on: a speedup from PGO depends on it (its instruction
+    cache above all), so every result names it. The first processor's fields, as the kernel
+    reports them (under a hypervisor, what the VM is shown)."""
+    fields = {}
+    try:
+        for line in open(cpuinfo, encoding="utf-8", errors="replace"):
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return {"cpu": fields.get("model name", "unknown"), "family": fields.get("cpu family"),
+            "model": fields.get("model"), "cpus": os.cpu_count()}
+
 
 
 class Session:
@@ -86,6 +105,7 @@ class Session:
                                "basedir": str(b.basedir), "version": b.version}
                        for label, b in found.items()},
             "server_options": options,
+            "machine": machine(),
             "runs": runs,
             "sequential": {"stopped": stopped, "minutes": round(self.minutes(), 1)},
             "latency": latency,
