@@ -45,7 +45,6 @@ def machine(cpuinfo="/proc/cpuinfo"):
             "model": fields.get("model"), "cpus": os.cpu_count()}
 
 
-
 class Session:
     def __init__(self, settings, out):
         self.settings = settings
