@@ -34,11 +34,12 @@ def machine(cpuinfo="/proc/cpuinfo"):
     reports them (under a hypervisor, what the VM is shown)."""
     fields = {}
     try:
-        for line in open(cpuinfo, encoding="utf-8", errors="replace"):
-            if not line.strip():
-                break
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
     return {"cpu": fields.get("model name", "unknown"), "family": fields.get("cpu family"),
