@@ -35,6 +35,7 @@
 #   hand-build.sh /srv/hand all
 #   hand-build.sh /srv/hand train docs/training-limit-10.11.18-minimal/train-on-sysbench.sh {install} {profile} 120
 #   hand-build.sh /srv/hand optimized
+#   SRC=~/.cache/pgo/src/mariadb-11.8 VERSION=11.8.6 hand-build.sh /srv/hand118 all   # the 11.8 line
 #   python3 -m pgo bench --baseline /srv/hand/install/plain --candidate /srv/hand/install/optimized \
 #     --out DIR --workloads oltp_point_select,oltp_read_only,oltp_read_write --threads 1 --pairs 10 --time 8 --rate off
 #
