@@ -8,12 +8,18 @@
 # Each run: mariadb-slap creates its own table (an auto-increment key, integer and varchar
 # columns, in the server's default character set), runs QUERIES statements on one connection,
 # drops it, and reports the seconds of the query part. Prints one line per pair (seconds A, B,
-# A/B) and, per load type, the geometric mean of A/B (B's speedup) with a 95% t-interval.
-# Servers as pgo bench starts them: CPU 0, the client on CPU 1, the same options.
+# A/B) and, per load type, B's speedup in statements per second with its 95% interval and sign
+# test, from pgo bench's own statistics (pgo/bench/stats.py paired_ratio).
+# Servers as pgo bench starts them: CPU 0, the client on CPU 1, pgo bench's server options
+# (pgo/bench/server.py common_options, for one client).
 set -euo pipefail
 [[ $# -ge 5 ]] || { sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
 a=$(realpath "$1") b=$(realpath "$2") pairs=$3 queries=$4
 shift 4
+export PYTHONPATH
+PYTHONPATH=$(realpath "$(dirname "$0")/../..")
+read -ra options < <(python3 -c "from pgo.bench.server import common_options
+print(' '.join(common_options('512M', 1, [])))")
 work=$(mktemp -d /tmp/slap-pairs.XXXXXX)
 trap 'for s in A B; do mariadb-admin --socket="$work/$s.sock" -uroot shutdown 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
@@ -21,10 +27,7 @@ serve() {  # LABEL BASEDIR
   "$2/scripts/mariadb-install-db" --no-defaults --basedir="$2" --datadir="$work/$1" \
     --auth-root-authentication-method=normal --user=root >"$work/$1-install.log" 2>&1
   taskset -c 0 "$2/bin/mariadbd" --no-defaults --basedir="$2" --datadir="$work/$1" --user=root \
-    --socket="$work/$1.sock" --skip-networking --log-error="$work/$1.err" \
-    --innodb-buffer-pool-size=512M --innodb-buffer-pool-load-at-startup=OFF \
-    --innodb-buffer-pool-dump-at-shutdown=OFF --innodb-log-file-size=256M \
-    --innodb-flush-log-at-trx-commit=2 --max-connections=51 &
+    --socket="$work/$1.sock" --skip-networking --log-error="$work/$1.err" "${options[@]}" &
   for _ in $(seq 600); do
     mariadb-admin --socket="$work/$1.sock" -uroot ping >/dev/null 2>&1 && return 0; sleep 0.2
   done
@@ -42,25 +45,27 @@ serve A "$a"
 serve B "$b"
 echo "A: $("$a/bin/mariadbd" --version)"
 echo "B: $("$b/bin/mariadbd" --version)"
-echo "Machine: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)"
+echo "Server options: ${options[*]}"
+echo "Machine: $(python3 -c "from pgo.bench.report import describe_machine
+from pgo.bench.runner import machine
+print(describe_machine(machine()))")"
 for load in "$@"; do
   slap A "$load" >/dev/null; slap B "$load" >/dev/null          # warm-up
-  ratios=()
+  times_a=() times_b=()
   for ((i = 1; i <= pairs; i++)); do
     if ((i % 2)); then ta=$(slap A "$load"); tb=$(slap B "$load")
     else tb=$(slap B "$load"); ta=$(slap A "$load"); fi
-    ratio=$(python3 -c "print(f'{$ta / $tb:.4f}')")
-    ratios+=("$ratio")
-    echo "$load pair $i: A $ta s, B $tb s, A/B $ratio"
+    times_a+=("$ta") times_b+=("$tb")
+    echo "$load pair $i: A $ta s, B $tb s, A/B $(python3 -c "print(f'{$ta / $tb:.4f}')")"
   done
-  python3 - "$load" "${ratios[@]}" <<'EOF'
-import math, statistics, sys
-from scipy import stats
-load, logs = sys.argv[1], [math.log(float(r)) for r in sys.argv[2:]]
-m, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
-t = stats.t.ppf(0.975, len(logs) - 1)
-faster = sum(l > 0 for l in logs)
-print(f"{load}: B speedup {math.exp(m):.3f} [{math.exp(m - t * se):.3f}, {math.exp(m + t * se):.3f}], "
-      f"{len(logs)} pairs, B faster in {faster}")
+  python3 - "$load" "${times_a[*]}" "${times_b[*]}" <<'EOF'
+import sys
+from pgo.bench.stats import paired_ratio
+load, seconds_a, seconds_b = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+# Throughput, statements per second: the ratio pgo bench reports (B/A > 1: B is faster).
+r = paired_ratio([1 / float(t) for t in seconds_a], [1 / float(t) for t in seconds_b])
+faster = sum(float(b) < float(a) for a, b in zip(seconds_a, seconds_b))
+print(f"{load}: B speedup {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}], {r['n']} pairs, "
+      f"B faster in {faster}, sign test p {r['p_sign']:.3f}")
 EOF
 done
