@@ -1,0 +1,7 @@
+-- The timed statements of the join load of slap-pairs.sh: six reporting queries, run in turn.
+SELECT c.country, COUNT(DISTINCT p.id), SUM(l.quantity * r.price) FROM customer c JOIN purchase p ON p.customer_id = c.id JOIN purchase_line l ON l.purchase_id = p.id JOIN product r ON r.id = l.product_id WHERE p.placed BETWEEN '2024-03-01' AND '2024-03-03' GROUP BY c.country ORDER BY 3 DESC;
+SELECT r.category, r.title, SUM(l.quantity) AS q FROM purchase p JOIN purchase_line l ON l.purchase_id = p.id JOIN product r ON r.id = l.product_id WHERE p.customer_id BETWEEN 1200 AND 1230 GROUP BY r.category, r.title ORDER BY q DESC, r.title LIMIT 10;
+SELECT c.name, c.since FROM customer c WHERE c.id IN (SELECT p.customer_id FROM purchase p JOIN purchase_line l ON l.purchase_id = p.id WHERE l.product_id = 421 AND p.state = 'paid') ORDER BY c.name LIMIT 20;
+SELECT p.id, p.placed, COUNT(l.line), SUM(l.quantity) FROM purchase p LEFT JOIN purchase_line l ON l.purchase_id = p.id WHERE p.id BETWEEN 17000 AND 17150 GROUP BY p.id, p.placed HAVING SUM(l.quantity) > 6;
+SELECT c.name, p.placed, r.title FROM customer c JOIN purchase p ON p.customer_id = c.id JOIN purchase_line l ON l.purchase_id = p.id JOIN product r ON r.id = l.product_id WHERE c.name LIKE 'Øster 1%' AND p.state <> 'returned' ORDER BY c.name, p.placed LIMIT 30;
+SELECT r.category, COUNT(*), AVG(r.price) FROM product r WHERE EXISTS (SELECT 1 FROM purchase_line l JOIN purchase p ON p.id = l.purchase_id WHERE l.product_id = r.id AND p.placed = '2024-06-15') GROUP BY r.category;
