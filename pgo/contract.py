@@ -25,6 +25,7 @@ from pgo.workdir import read_json
 
 SETTINGS, STATE = "settings.json", "state.json"
 SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
+TRAINING_COUNTS = "training-counts.json"
 ARCHIVE_RECORD, BUILD_INFO, PACKAGE_INFO = "archive.json", "build-info.json", "buildinfo.json"
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 BUILD_TOKEN = "pgo-build-token"
@@ -55,6 +56,9 @@ ITEMS = (
          "the training's work folder: its report (archived with the profile) and the setup's counters"),
     Item(PROFILE_CHECK, ("check", "import"), ("optimized", "archive"),
          "profile id and the profile's figures, with the check's identity"),
+    Item(TRAINING_COUNTS, ("check",), ("pgo bench --training-counts",),
+         "how often the training entered each function, by name (pgo/profile.py function_entries), "
+         "with the check's identity; not written for an imported profile (no notes)"),
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
          "the optimised build's profile check: passed or not, hot coverage, warnings, with its identity "
          "(profile id, compiler) and the build token of the tree it checked"),

@@ -169,7 +169,14 @@ def check_profile(ctx, log):
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
     contract.write(ctx, "check", contract.PROFILE_CHECK, figures)
-    for line in describe_check(figures):
+    # Which functions the training ran and how often, for pgo bench --training-counts.
+    counts = profile.function_entries(ctx.profile, ctx.workdir.build("instrumented"),
+                                      gcov_binary("gcov", ctx.compiler.version))
+    contract.write(ctx, "check", contract.TRAINING_COUNTS, counts)
+    unread = f", {counts['unread']} unread (not their notes' data)" if counts["unread"] else ""
+    for line in [*describe_check(figures),
+                 f"training counts: {len(counts['functions'])} functions entered, from {counts['objects']} "
+                 f"objects{unread} ({contract.TRAINING_COUNTS})"]:
         log.note(line)
         print(lines.tagged("check", line), flush=True)
 

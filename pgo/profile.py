@@ -7,8 +7,11 @@ an absolute name, which starts with '#'.
 """
 
 import hashlib
+import json
+import os
 import re
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -149,6 +152,68 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
         detail = ", ".join(f"{d} ({hot[d]['objects']} objects)" for d in empty)
         raise PipelineError(f"no profile data for hot objects in {detail}: the training did not reach them")
     return figures
+
+
+def function_entries(profile_dir, build_dir, gcov="gcov"):
+    """How often the training entered each function, and from how many objects gcov read it.
+
+    {"functions": {demangled name: entries}, "objects": N, "unread": M}. gcov reads
+    each .gcda with the .gcno the instrumented build wrote beside its object (-ftest-coverage;
+    pgo/toolchain.py). A name compiled into several objects (an inline function of a header, or
+    static functions that share a name) adds up. Functions inlined everywhere before instrumentation have no entries of their own and
+    do not appear. A .gcda that does not fit its notes (another object's, another build's) is
+    unread: these counts are a diagnosis, and the optimised build's check judges the fit.
+    """
+    root = Path(build_dir)
+    pairs = [(gcda, root / f"{object_of(gcda.name)}.gcno") for gcda in gcda_files(profile_dir)
+             if not object_of(gcda.name).startswith("/") and gcda.stat().st_size > 0]
+    pairs = [(gcda, notes) for gcda, notes in pairs if notes.is_file()]
+    entries, unread = Counter(), set()
+    with tempfile.TemporaryDirectory(prefix="pgo-gcov-") as scratch:
+        # gcov pairs a .gcda with the .gcno of the same name: give each pair one short name.
+        for number, (gcda, notes) in enumerate(pairs):
+            os.symlink(gcda.resolve(), Path(scratch, f"{number}.gcda"))
+            os.symlink(notes.resolve(), Path(scratch, f"{number}.gcno"))
+        names = [f"{number}.gcda" for number in range(len(pairs))]
+        for start in range(0, len(names), 200):
+            result = subprocess.run([gcov, "--json-format", "--stdout", *names[start:start + 200]],
+                                    cwd=scratch, capture_output=True, text=True)
+            # One JSON document per .gcda; "N.gcda:<why>" on stderr for each that does not fit its
+            # notes (gcov then fails the run, and counts nothing of that file).
+            documents = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+            if result.returncode != 0 and not documents:
+                raise PipelineError(f"{gcov} cannot read the profile with its notes: "
+                                    f"{result.stderr.strip()[-300:]}")
+            unread.update(re.findall(r"^(\d+)\.gcda:", result.stderr, re.M))
+            for source in (source for document in documents for source in document["files"]):
+                for function in source["functions"]:
+                    entries[function.get("demangled_name") or function["name"]] += function["execution_count"]
+    return {"functions": {name: count for name, count in entries.items() if count > 0},
+            "objects": len(pairs), "unread": len(unread)}
+
+
+# GCC's names for parts and clones of one source function (callgrind shows them as
+# "f.cold", "f.part.0", "f.constprop.0", or for C++ "f() [clone .cold]"): the training counted f.
+CLONE_SUFFIX = re.compile(r"( \[clone [^\]]+\])+$|(\.(cold|part|isra|constprop|lto_priv|localalias)(\.\d+)?)+$")
+
+
+def entries_of(entries, function):
+    """The training's entries of a function as a profiler names it; None if the training never
+    entered it, or no object of the profile has it (a library function, or one inlined wherever
+    it was called)."""
+    return entries.get(CLONE_SUFFIX.sub("", function))
+
+
+def read_training_counts(path):
+    """A check's training counts (contract.TRAINING_COUNTS): {"functions": {...}, "profile_id": ...}."""
+    try:
+        data = json.loads(Path(path).read_text())
+        functions = data["functions"]
+        if not isinstance(functions, dict):
+            raise TypeError("functions is not a mapping")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PipelineError(f"{path}: not the training counts of a pgo build's check ({e})") from None
+    return {"functions": functions, "profile_id": (data.get("identity") or {}).get("profile_id")}
 
 
 def hot_threshold(figures):

@@ -97,7 +97,10 @@ def _variant_flags(variant, profile_dir, build_dir):
     if variant == "instrumented":
         # prefer-atomic: the server's threads update shared counters; without
         # atomic updates concurrent increments are lost and the profile skews.
-        compile_flags = [f"-fprofile-generate={profile_dir}", "-fprofile-update=prefer-atomic", prefix]
+        # -ftest-coverage: a .gcno beside each object (the same counters, only notes on the side),
+        # so the check can name the functions the training ran and count their entries.
+        compile_flags = [f"-fprofile-generate={profile_dir}", "-fprofile-update=prefer-atomic",
+                         "-ftest-coverage", prefix]
         # The link pulls in libgcov, which writes the counters at exit.
         return compile_flags, [f"-fprofile-generate={profile_dir}"]
     if variant == "optimized":

@@ -192,6 +192,54 @@ def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
     assert "--rate off" in md and "--callgrind" not in md.split("## Reproduce")[1]
 
 
+def test_top_functions_show_their_entries_in_the_training(tmp_path):
+    """pgo bench --training-counts: each top function of the candidate with the training's entries."""
+    result = json.loads(RESULT.read_text())
+    for label, cold in (("A", 0.003), ("B", 0.001)):
+        result["callgrind"][label].update(cold_share=cold, top=[
+            {"function": "row_search_mvcc(unsigned char*, page_cur_mode_t)", "share": 0.07, "cold": False,
+             "training_entries": 1234567},
+            {"function": "__memcpy_avx_unaligned_erms", "share": 0.03, "cold": False, "training_entries": None}])
+    result["callgrind"]["training_profile"] = "10.11.18-2890a9efe874"
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "how often the training of profile 10.11.18-2890a9efe874 entered the function" in md
+    assert '"-": never entered by the training, or not the profile\'s' in md
+    assert "| function | share | cold part | entries in training |" in md
+    assert "| `row_search_mvcc(unsigned char*, page_cur_mode_t)` | 7.00% |  | 1,234,567 |" in md
+    assert "| `__memcpy_avx_unaligned_erms` | 3.00% |  | - |" in md
+
+
+def test_training_entries_count_clones_and_cold_parts_as_their_function():
+    from pgo import profile
+    entries = {"row_sel(sel_node_t*, que_thr_t*)": 40, "my_hash_sort_simple": 7}
+    assert profile.entries_of(entries, "row_sel(sel_node_t*, que_thr_t*) [clone .cold]") == 40
+    assert profile.entries_of(entries, "row_sel(sel_node_t*, que_thr_t*) [clone .constprop.0] [clone .cold]") == 40
+    assert profile.entries_of(entries, "my_hash_sort_simple.part.0") == 7
+    assert profile.entries_of(entries, "my_hash_sort_simple.constprop.0.isra.0") == 7
+    assert profile.entries_of(entries, "__memcmp_avx2_movbe") is None
+
+
+@pytest.mark.parametrize("write, message", [
+    (None, "--training-counts needs --callgrind"),
+    ("not json", "not the training counts of a pgo build's check"),
+    ('{"identity": {}}', "not the training counts of a pgo build's check"),
+])
+def test_training_counts_are_refused_before_the_benchmark(tmp_path, write, message):
+    counts = tmp_path / "training-counts.json"
+    args = ["--training-counts", counts]
+    if write is not None:
+        counts.write_text(write)
+        args.append("--callgrind")
+    run = bench("--baseline", "/usr", "--candidate", "/usr", "--out", tmp_path / "out", *args)
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0 and message in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_instructions_in_cold_parts_are_counted_from_callgrind_annotate():
     """GCC names the out-of-line parts 'f.cold' (C) and 'f() [clone .cold]' (C++)."""
     from pgo.bench import callgrind

@@ -196,6 +196,9 @@ def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, 
     assert pgo(*BUILD, "--workdir", workdir).returncode == 0
     use = json_of(workdir / "profile-use.json")
     assert use["functions_without_profile"] == 2           # hot_digest and cold_digest
+    # The check's training counts read what fits its notes, and say what did not.
+    counts = json_of(workdir / "training-counts.json")
+    assert (counts["objects"], counts["unread"], list(counts["functions"])) == (2, 1, ["main"])
     assert use["missing_hot_objects"] == ["CMakeFiles/hot.dir/src/hot.c"] and use["hot_coverage"] == 0.5
     strict = tmp_path / "strict"
     assert pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9", "--phase", "source",

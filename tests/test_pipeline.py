@@ -81,6 +81,18 @@ def test_profile_check_reports_what_decides_the_gain(trained):
             "functions hot (100%); setup kept out: 0% of counts") in out
 
 
+def test_training_counts_name_the_functions_the_training_entered(trained):
+    workdir, out = trained
+    counts = json.loads((workdir / "training-counts.json").read_text())
+    # From the .gcno notes of the instrumented build (gcov): the training called hot_digest again
+    # and again, main ran once; cold_digest never ran, and is_word is inlined early: neither is named.
+    assert list(counts["functions"]) == ["hot_digest", "main"]
+    assert counts["functions"]["hot_digest"] > 1000 and counts["functions"]["main"] == 1
+    check = json.loads((workdir / "profile-check.json").read_text())
+    assert counts["identity"]["profile_id"] == check["profile_id"]
+    assert "[check] training counts: 2 functions entered, from 2 objects (training-counts.json)" in out
+
+
 def test_optimised_build_used_the_profile(trained):
     workdir, _ = trained
     use = json.loads((workdir / "profile-use.json").read_text())

@@ -93,7 +93,8 @@ def test_bad_configurations_are_refused(data, message):
 def test_instrumented_and_optimised_flags_name_the_same_tree_root():
     gen, gen_link = pgo_flags("instrumented", "/p", "/b1")
     use, use_link = pgo_flags("optimized", "/p", "/b2")
-    assert gen == ["-fprofile-generate=/p", "-fprofile-update=prefer-atomic", "-fprofile-prefix-path=/b1"]
+    assert gen == ["-fprofile-generate=/p", "-fprofile-update=prefer-atomic", "-ftest-coverage",
+                   "-fprofile-prefix-path=/b1"]
     assert gen_link == ["-fprofile-generate=/p"] and use_link == []
     assert {"-fprofile-use=/p", "-fprofile-correction", "-fprofile-partial-training",
             "-fprofile-prefix-path=/b2"} <= set(use)

@@ -88,4 +88,6 @@ def instruction_profile(profile):
             "per_transaction": rows,
             # Results measured before the cold share was recorded have neither.
             "cold_share": {label: profile[label].get("cold_share") for label in ("A", "B")},
-            "top": {label: profile[label].get("top") for label in ("A", "B")}}
+            "top": {label: profile[label].get("top") for label in ("A", "B")},
+            # The candidate's profile, when its top functions carry their entries in the training.
+            "training_profile": profile.get("training_profile")}

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pgo import lines
+from pgo import PipelineError, lines, profile
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
@@ -73,6 +73,9 @@ def add_arguments(parser):
     cg.add_argument("--callgrind-events", type=int, default=5000,
                     help="transactions counted (default 5000)")
     cg.add_argument("--callgrind-workload", help="default as --rate-workload")
+    cg.add_argument("--training-counts", metavar="FILE",
+                    help="the candidate's training-counts.json (its pgo build work directory, written by "
+                         "the check): how often the training entered each of the top functions")
     gate = parser.add_argument_group(
         "gate", "pairs are added at the single-thread points of the read-only workloads until "
         "their speedup's 95% interval clears --min-speedup, or --max-pairs or --max-minutes are "
@@ -151,10 +154,13 @@ def settings_from(args):
         "latency_time": args.latency_time, "interval": args.interval,
         "callgrind": args.callgrind, "callgrind_events": args.callgrind_events,
         "callgrind_workload": args.callgrind_workload or focus,
+        "training_counts": args.training_counts,
         **gate_settings(args, {}),
         "fallover_retention": FALLOVER_RETENTION if args.fallover_retention is None
         else args.fallover_retention,
     }
+    if args.training_counts and not args.callgrind:
+        raise UsageError("--training-counts needs --callgrind: the counts are shown for callgrind's top functions")
     for name in ("rate_workload", "callgrind_workload"):
         if settings[name] not in SYSBENCH_SCRIPTS:
             raise UsageError(f"--{name.replace('_', '-')}: unknown workload {settings[name]}")
@@ -221,6 +227,8 @@ def reproduce_command(s):
     if s["callgrind"]:
         cmd += ["--callgrind", "--callgrind-events", str(s["callgrind_events"]),
                 "--callgrind-workload", s["callgrind_workload"]]
+        if s.get("training_counts"):     # results measured before it existed have none
+            cmd += ["--training-counts", s["training_counts"]]
     cmd += ["--policy", s["policy"], "--min-speedup", f"{s['min_speedup']:g}",
             "--inconclusive", s["inconclusive"], "--fallover-retention", f"{s['fallover_retention']:g}"]
     return shlex.join(cmd)
@@ -230,6 +238,8 @@ def measure(args):
     from pgo.bench.runner import Session
 
     settings = settings_from(args)
+    # Read before the benchmark, not after it: a wrong file must not cost its minutes.
+    counts = training_counts(settings["training_counts"]) if settings["training_counts"] else None
     for tool in ("taskset", settings["sysbench"]):
         if shutil.which(tool) is None:
             raise InfraError(f"{tool} not found")
@@ -239,8 +249,19 @@ def measure(args):
         raw = session.measure()
     except InfraError as e:
         raise InfraError(f"{e} (logs in {session.logs}, work files kept in {session.work})") from None
+    if counts and raw.get("callgrind"):
+        raw["callgrind"]["training_profile"] = counts["profile_id"]
+        for top in raw["callgrind"]["B"]["top"]:
+            top["training_entries"] = profile.entries_of(counts["functions"], top["function"])
     result = {"schema": 1, "settings": settings, "command": reproduce_command(settings), **raw}
     return publish(result, out)
+
+
+def training_counts(path):
+    try:
+        return profile.read_training_counts(path)
+    except PipelineError as e:
+        raise UsageError(f"--training-counts {e}") from None
 
 
 def rejudge(args):

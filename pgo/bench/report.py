@@ -148,8 +148,20 @@ def instruction_profile(cg):
     if cold.get("B") is not None:
         lines.append(f"| instructions in `.cold` parts | {cold['A']:.2%} | {cold['B']:.2%} | |")
         lines += ["", "Instructions in `.cold` parts ran in blocks the profile never saw: GCC moved them "
-                  "out of line. The candidate's top functions by own instructions:", "",
-                  "| function | share | cold part |", "|---|---:|---|"]
-        lines += [f"| `{t['function'][:90]}` | {t['share']:.2%} | {'yes' if t['cold'] else ''} |"
-                  for t in cg["top"]["B"]]
+                  "out of line. The candidate's top functions by own instructions:", ""]
+        trained = any("training_entries" in t for t in cg["top"]["B"])
+        if trained:
+            of = f" of profile {cg['training_profile']}" if cg.get("training_profile") else ""
+            lines += [f"Entries in training: how often the training{of} "
+                      "entered the function (clones and cold parts counted as the function); \"-\": never "
+                      "entered by the training, or not the profile's (a library's function, or one "
+                      "inlined wherever it was called).", ""]
+        lines += ["| function | share | cold part |" + (" entries in training |" if trained else ""),
+                  "|---|---:|---|" + ("---:|" if trained else "")]
+        for t in cg["top"]["B"]:
+            row = f"| `{t['function'][:90]}` | {t['share']:.2%} | {'yes' if t['cold'] else ''} |"
+            if trained:
+                entries = t.get("training_entries")
+                row += " - |" if entries is None else f" {entries:,} |"
+            lines.append(row)
     return lines + [""]
