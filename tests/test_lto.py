@@ -99,6 +99,9 @@ def test_the_check_names_the_rule_the_link_decides_hotness_by(lto_build):
     summaries = [s for s in map(lines.RESULT_PARSERS["check"], out.splitlines()) if s]
     assert summaries[1].startswith("hot from the LTO working set, largest counter ")
     assert summaries[1].endswith(", 2 trained functions, 1 runs;")
+    # The notes are written at compile time, with LTO too: the training counts name what ran.
+    counts = json.loads((workdir / "training-counts.json").read_text())
+    assert list(counts["functions"]) == ["hot_digest", "main"] and counts["unread"] == 0
 
 
 def test_packages_carry_the_static_librarys_machine_code_without_its_lto_bytecode(lto_build, tmp_path):

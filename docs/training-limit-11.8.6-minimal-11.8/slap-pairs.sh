@@ -10,9 +10,9 @@
 # joins, semi-joins, GROUP BY and ORDER BY on utf8mb4_unicode_ci names).
 # Each run: mariadb-slap creates its own schema (the generated one: an auto-increment key,
 # integer and varchar columns, in the server's default character set), runs QUERIES statements
-# on one connection, drops it, and reports the seconds of the query part. Prints one line per pair (seconds A, B,
-# A/B) and, per load type, B's speedup in statements per second with its 95% interval and sign
-# test, from pgo bench's own statistics (pgo/bench/stats.py paired_ratio).
+# on one connection, drops it, and reports the seconds of the query part. Prints one line per
+# pair (seconds A, B, A/B) and, per load type, B's speedup in statements per second with its 95%
+# interval and sign test, from pgo bench's own statistics (pgo/bench/stats.py paired_ratio).
 # Servers as pgo bench starts them: CPU 0, the client on CPU 1, pgo bench's server options
 # (pgo/bench/server.py common_options, for one client).
 set -euo pipefail
