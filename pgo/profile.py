@@ -62,6 +62,11 @@ def profile_id(profile_dir, version):
 HOT_BB_COUNT_FRACTION = 10000
 
 
+def batches(items, size=200):
+    """Consecutive slices of at most size items: the files one gcov-dump or gcov command line takes."""
+    return (items[start:start + size] for start in range(0, len(items), size))
+
+
 def read_counters(gcda_paths, gcov_dump="gcov-dump"):
     """Per .gcda, what GCC decides hotness from, read with `gcov-dump -l`.
 
@@ -71,8 +76,7 @@ def read_counters(gcda_paths, gcov_dump="gcov-dump"):
     of its arc counters (an object counts only what it compiled, so the sizes are comparable).
     """
     counters = {}
-    for start in range(0, len(gcda_paths), 200):
-        batch = [str(p) for p in gcda_paths[start:start + 200]]
+    for batch in batches([str(p) for p in gcda_paths]):
         result = subprocess.run([gcov_dump, "-l", *batch], capture_output=True, text=True)
         if result.returncode != 0:
             raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
@@ -157,12 +161,13 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
 def function_entries(profile_dir, build_dir, gcov="gcov"):
     """How often the training entered each function, and from how many objects gcov read it.
 
-    {"functions": {demangled name: entries}, "objects": N, "unread": M}. gcov reads
-    each .gcda with the .gcno the instrumented build wrote beside its object (-ftest-coverage;
+    {"functions": {demangled name: entries}, "objects": N, "unread": M}. gcov reads each .gcda
+    with the .gcno the instrumented build wrote beside its object (-ftest-coverage;
     pgo/toolchain.py). A name compiled into several objects (an inline function of a header, or
-    static functions that share a name) adds up. Functions inlined everywhere before instrumentation have no entries of their own and
-    do not appear. A .gcda that does not fit its notes (another object's, another build's) is
-    unread: these counts are a diagnosis, and the optimised build's check judges the fit.
+    static functions that share a name) adds up. Functions inlined everywhere before
+    instrumentation have no entries of their own and do not appear. A .gcda that does not fit its
+    notes (another object's, another build's) is unread: these counts are a diagnosis, and the
+    optimised build's check judges the fit.
     """
     root = Path(build_dir)
     pairs = [(gcda, root / f"{object_of(gcda.name)}.gcno") for gcda in gcda_files(profile_dir)
@@ -175,8 +180,8 @@ def function_entries(profile_dir, build_dir, gcov="gcov"):
             os.symlink(gcda.resolve(), Path(scratch, f"{number}.gcda"))
             os.symlink(notes.resolve(), Path(scratch, f"{number}.gcno"))
         names = [f"{number}.gcda" for number in range(len(pairs))]
-        for start in range(0, len(names), 200):
-            result = subprocess.run([gcov, "--json-format", "--stdout", *names[start:start + 200]],
+        for batch in batches(names):
+            result = subprocess.run([gcov, "--json-format", "--stdout", *batch],
                                     cwd=scratch, capture_output=True, text=True)
             # One JSON document per .gcda; "N.gcda:<why>" on stderr for each that does not fit its
             # notes (gcov then fails the run, and counts nothing of that file).

@@ -19,8 +19,9 @@ set -euo pipefail
 [[ $# -ge 5 ]] || { sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
 a=$(realpath "$1") b=$(realpath "$2") pairs=$3 queries=$4
 shift 4
+here=$(realpath "$(dirname "$0")")
 export PYTHONPATH
-PYTHONPATH=$(realpath "$(dirname "$0")/../..")
+PYTHONPATH=$(realpath "$here/../..")
 read -ra options < <(python3 -c "from pgo.bench.server import common_options
 print(' '.join(common_options('512M', 1, [])))")
 work=$(mktemp -d /tmp/slap-pairs.XXXXXX)
@@ -37,7 +38,6 @@ serve() {  # LABEL BASEDIR
   echo "slap-pairs: server $1 ($2) did not start: $(tail -n 1 "$work/$1.err")" >&2; exit 1
 }
 
-here=$(realpath "$(dirname "$0")")
 slap() {  # LABEL LOAD_TYPE -> seconds
   local load=(--auto-generate-sql --auto-generate-sql-add-autoincrement --auto-generate-sql-load-type="$2")
   # The statistics once the tables are loaded, before the timed part, so every run plans alike.
