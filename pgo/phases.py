@@ -162,8 +162,9 @@ def train(ctx, log):
 
 def check_profile(ctx, log):
     setup = ctx.workdir.train / ctx.product.setup_counters if ctx.product.setup_counters else None
+    gcov_dump = gcov_binary("gcov-dump", ctx.compiler.version)
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
-                            ctx.settings.version, gcov_binary("gcov-dump", ctx.compiler.version),
+                            ctx.settings.version, gcov_dump,
                             setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
@@ -171,7 +172,7 @@ def check_profile(ctx, log):
     contract.write(ctx, "check", contract.PROFILE_CHECK, figures)
     # Which functions the training ran and how often, for pgo bench --training-counts.
     counts = profile.function_entries(ctx.profile, ctx.workdir.build("instrumented"),
-                                      gcov_binary("gcov", ctx.compiler.version))
+                                      gcov_binary("gcov", ctx.compiler.version), gcov_dump)
     contract.write(ctx, "check", contract.TRAINING_COUNTS, counts)
     unread = f", {counts['unread']} unread (not their notes' data)" if counts["unread"] else ""
     for line in [*describe_check(figures),

@@ -158,7 +158,26 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
     return figures
 
 
-def function_entries(profile_dir, build_dir, gcov="gcov"):
+FUNCTION_RECORD = re.compile(r"FUNCTION (ident=\d+, lineno_checksum=0x[0-9a-f]+, cfg_checksum=0x[0-9a-f]+)")
+
+
+def function_records(paths, gcov_dump="gcov-dump"):
+    """{path: the set of function records (ident and checksums) of a .gcda or .gcno}."""
+    records = {}
+    for batch in batches([str(p) for p in paths]):
+        result = subprocess.run([gcov_dump, *batch], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
+        found = {path: set() for path in batch}
+        for line in result.stdout.splitlines():
+            path, _, rest = line.partition(":")
+            if path in found and (record := FUNCTION_RECORD.search(rest)):
+                found[path].add(record.group(1))
+        records.update(found)
+    return records
+
+
+def function_entries(profile_dir, build_dir, gcov="gcov", gcov_dump="gcov-dump"):
     """How often the training entered each function, and from how many objects gcov read it.
 
     {"functions": {demangled name: entries}, "objects": N, "unread": M}. gcov reads each .gcda
@@ -173,28 +192,34 @@ def function_entries(profile_dir, build_dir, gcov="gcov"):
     pairs = [(gcda, root / f"{object_of(gcda.name)}.gcno") for gcda in gcda_files(profile_dir)
              if not object_of(gcda.name).startswith("/") and gcda.stat().st_size > 0]
     pairs = [(gcda, notes) for gcda, notes in pairs if notes.is_file()]
-    entries, unread = Counter(), set()
+    # gcov skips, without a word, the functions of a .gcda that its notes do not have, and its
+    # stamp check passes two objects compiled in the same millisecond: so a .gcda fits when
+    # every function it has counters for is one of its notes', with the same checksums.
+    records = function_records([path for pair in pairs for path in pair], gcov_dump)
+    fitting = [(gcda, notes) for gcda, notes in pairs if records[str(gcda)] <= records[str(notes)]]
+    entries, unread = Counter(), len(pairs) - len(fitting)
     with tempfile.TemporaryDirectory(prefix="pgo-gcov-") as scratch:
         # gcov pairs a .gcda with the .gcno of the same name: give each pair one short name.
-        for number, (gcda, notes) in enumerate(pairs):
+        for number, (gcda, notes) in enumerate(fitting):
             os.symlink(gcda.resolve(), Path(scratch, f"{number}.gcda"))
             os.symlink(notes.resolve(), Path(scratch, f"{number}.gcno"))
-        names = [f"{number}.gcda" for number in range(len(pairs))]
+        names = [f"{number}.gcda" for number in range(len(fitting))]
         for batch in batches(names):
             result = subprocess.run([gcov, "--json-format", "--stdout", *batch],
                                     cwd=scratch, capture_output=True, text=True)
             # One JSON document per .gcda; "N.gcda:<why>" on stderr for each that does not fit its
-            # notes (gcov then fails the run, and counts nothing of that file).
+            # notes after all (a stamp of another build: gcov then fails the run, and counts
+            # nothing of that file).
             documents = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
             if result.returncode != 0 and not documents:
                 raise PipelineError(f"{gcov} cannot read the profile with its notes: "
                                     f"{result.stderr.strip()[-300:]}")
-            unread.update(re.findall(r"^(\d+)\.gcda:", result.stderr, re.M))
+            unread += len(set(re.findall(r"^(\d+)\.gcda:", result.stderr, re.M)))
             for source in (source for document in documents for source in document["files"]):
                 for function in source["functions"]:
                     entries[function.get("demangled_name") or function["name"]] += function["execution_count"]
     return {"functions": {name: count for name, count in entries.items() if count > 0},
-            "objects": len(pairs), "unread": len(unread)}
+            "objects": len(pairs), "unread": unread}
 
 
 # GCC's names for parts and clones of one source function (callgrind shows them as

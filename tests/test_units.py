@@ -535,6 +535,27 @@ def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path)
     assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
     assert profile.judge_use(dict(warnings, missing_profile_hot=1), build, ["sql"], 0, 0.5)["passed"]
 
+def test_training_counts_leave_out_a_gcda_of_another_object_even_of_the_same_stamp(tmp_path):
+    """gcov skips the functions of a .gcda its notes lack without a word, and compares only a stamp
+    that two objects share when they are compiled in the same millisecond, or always with
+    -frandom-seed (reproducible builds): the training counts compare the function records."""
+    build, profile_dir = tmp_path / "build", tmp_path / "profile"
+    build.mkdir(), profile_dir.mkdir()
+    (build / "a.c").write_text("int twice(int x) { return 2 * x; }\n")
+    (build / "b.c").write_text("int twice(int);\nint main(void) { return twice(3) - 6; }\n")
+    flags = ["-frandom-seed=1", "-fprofile-generate", "-ftest-coverage", f"-fprofile-dir={profile_dir}",
+             f"-fprofile-prefix-path={build}"]
+    for name in ("a", "b"):
+        subprocess.run(["gcc", *flags, "-c", f"{name}.c", "-o", f"{name}.o"], cwd=build, check=True)
+    subprocess.run(["gcc", "-fprofile-generate", "a.o", "b.o", "-o", "prog"], cwd=build, check=True)
+    subprocess.run([build / "prog"], check=True)
+    gcda = {name: profile_dir / f"{name}.gcda" for name in ("a", "b")}
+    assert profile.function_entries(profile_dir, build) == {"functions": {"twice": 1, "main": 1},
+                                                              "objects": 2, "unread": 0}
+    shutil.copy(gcda["b"], gcda["a"])
+    assert profile.function_entries(profile_dir, build) == {"functions": {"main": 1}, "objects": 2, "unread": 1}
+
+
 def test_training_compiles_with_the_builds_compiler():
     """profile_load links the instrumented client library: only the build's own compiler (and its
     libgcov) fits it, and a build VM has no `cc` besides that compiler."""
