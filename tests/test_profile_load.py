@@ -151,20 +151,23 @@ def test_steady_state_runs_its_transactions_on_two_long_lived_connections(profil
     assert server.rows("SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'steady%'")[0][0] == "0"
 
 
-def test_steady_state_tables_have_the_default_collation_and_the_one_older_tables_have(profile_load, server,
-                                                                                         tmp_path):
+def test_steady_state_tables_have_the_servers_default_collation_and_the_one_older_tables_have(
+        profile_load, server, tmp_path):
     def collations():
         report = tmp_path / f"collations-{time.monotonic_ns()}.json"
         run_ok(profile_load, "--socket", server.socket, "--engines", "innodb", "--binlog", "off", "--apis", "text",
                "--rows", 5, "--steady-transactions", 100, "--steady-rows", 100, "--report", report)
         return json.loads(report.read_text())["steady"]["collations"]
 
-    # 10.x: utf8mb4's default collation is utf8mb4_general_ci, so both tables have it.
-    assert collations() == ["utf8mb4_general_ci", "utf8mb4_general_ci"]
-    # From 11.5 it is utf8mb4_uca1400_ai_ci (UCA 14.0.0), which 10.11 lacks: a database of another
-    # default collation stands for it. The second table keeps what tables made before 11.5 have.
-    server.query("CREATE DATABASE profile_load CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_520_ci")
-    assert collations() == ["utf8mb4_unicode_520_ci", "utf8mb4_general_ci"]
+    # 10.x: the server's default is latin1_swedish_ci (sysbench's tables and most clients' have it).
+    assert collations() == ["latin1_swedish_ci", "utf8mb4_general_ci"]
+    # From 11.6 it is utf8mb4_uca1400_ai_ci (UCA 14.0.0), which 10.11 lacks: another utf8mb4
+    # collation stands for it. The second table keeps what tables made before 11.5 have.
+    server.query("SET GLOBAL character_set_server = utf8mb4, collation_server = utf8mb4_unicode_520_ci")
+    try:
+        assert collations() == ["utf8mb4_unicode_520_ci", "utf8mb4_general_ci"]
+    finally:
+        server.query("SET GLOBAL character_set_server = DEFAULT, collation_server = DEFAULT")
     assert server.rows("SHOW DATABASES LIKE 'profile_load'") == []
 
 

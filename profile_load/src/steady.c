@@ -6,11 +6,11 @@
    times. GCC decides what is hot from the counts (an object's hot threshold is its largest
    counter / 10000, and blocks no training run reached are laid out as cold), so the paths
    a service repeats must also be the paths the training repeats most. This phase does that:
-   two utf8mb4 tables (of the server's default collation, and of the one older tables
-   have), loaded once, then many transactions (primary-key and secondary-index reads,
-   ranges, aggregates, sorts, DISTINCT, joins, locking reads, updates, inserts, deletes) on
-   two long-lived connections, one on the text protocol and one on server-side prepared
-   statements with another connection character set. */
+   two tables (one of the server's default character set and collation, latin1 in 10.x, and
+   one of the utf8mb4 collation that older tables have), loaded once, then many transactions
+   (primary-key and secondary-index reads, ranges, aggregates, sorts, DISTINCT, joins, locking
+   reads, updates, inserts, deletes) on two long-lived connections, one on the text protocol
+   and one on server-side prepared statements with another connection character set. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,10 +21,11 @@
 enum table { TABLE_DEFAULT_CHARSET, TABLE_UTF8MB4, TABLE_COUNT };
 
 static const char *const table_name[TABLE_COUNT] = {"steady_account", "steady_account_u8"};
-/* The workload's database is utf8mb4, so the first table has the server's default collation
-   for utf8mb4: utf8mb4_general_ci up to 11.4, the UCA 14.0.0 utf8mb4_uca1400_ai_ci from 11.5.
-   Where that is not utf8mb4_general_ci, the second table keeps it: the tables of a service
-   upgraded from 10.x have it. */
+/* The first table has what a table made without a CHARSET clause gets on a server of default
+   settings: its default character set and collation (latin1_swedish_ci up to 11.5, the UCA
+   14.0.0 utf8mb4_uca1400_ai_ci from 11.6, so in the 11.8 line). Version 3 made both tables
+   utf8mb4, and left 10.x's latin1 hashing and sort keys untrained. The second keeps the
+   utf8mb4 collation of the tables of a service upgraded from 10.x. */
 #define LEGACY_COLLATION "utf8mb4_general_ci"
 
 /* Names that fit latin1 as well as utf8mb4, and names that only fit utf8mb4. */
@@ -98,13 +99,14 @@ static int create_tables(struct steady *s)
 {
     char sql[768];
     struct outcome out;
-    TRY(exec(s, "SELECT @@collation_database", NULL, 0, &out));
-    int legacy_default = strcmp(out.first_row[0], LEGACY_COLLATION) == 0;
-    snprintf(s->collation[TABLE_DEFAULT_CHARSET], OUTCOME_WIDTH, "%s", out.first_row[0]);
+    TRY(exec(s, "SELECT @@character_set_server, @@collation_server", NULL, 0, &out));
+    snprintf(s->collation[TABLE_DEFAULT_CHARSET], OUTCOME_WIDTH, "%s", out.first_row[1]);
     snprintf(s->collation[TABLE_UTF8MB4], OUTCOME_WIDTH, "%s", LEGACY_COLLATION);
-    /* 10.x: the statements of workload version 2, both tables utf8mb4_general_ci. */
-    const char *table_charset[TABLE_COUNT] = {
-        "", legacy_default ? " DEFAULT CHARSET=utf8mb4" : " DEFAULT CHARSET=utf8mb4 COLLATE=" LEGACY_COLLATION};
+    char table_charset[TABLE_COUNT][2 * OUTCOME_WIDTH + 32];
+    snprintf(table_charset[TABLE_DEFAULT_CHARSET], sizeof table_charset[0],
+             " DEFAULT CHARSET=%s COLLATE=%s", out.first_row[0], out.first_row[1]);
+    snprintf(table_charset[TABLE_UTF8MB4], sizeof table_charset[0],
+             " DEFAULT CHARSET=utf8mb4 COLLATE=%s", LEGACY_COLLATION);
     TRY(exec(s, "DROP TABLE IF EXISTS steady_entry, steady_account, steady_account_u8", NULL,
              0, NULL));
     for (int t = 0; t < TABLE_COUNT; t++) {
