@@ -49,8 +49,9 @@ def require_tools():
     assert len(os.sched_getaffinity(0)) >= 2, "needs two CPUs (server on 0, sysbench on 1)"
 
 
-def bench(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pgo.bench", *map(str, args)], cwd=REPO,
+def bench(*args, timeout=600, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "pgo.bench", *map(str, args)], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -72,12 +73,13 @@ def comparison(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "out"
     started = time.monotonic()
+    # --out relative to where the user is (mariadbd would resolve it against its basedir).
     run = bench("--baseline", debian_bintar(tmp / "bintar"), "--candidate", DEBIAN_BASEDIR,
-                "--out", out, "--workloads", "oltp_point_select",
+                "--out", out.relative_to(tmp), "--workloads", "oltp_point_select",
                 "--threads", ",".join(map(str, THREADS)), "--time", 3, "--pairs", PAIRS, "--max-pairs", PAIRS,
                 "--warmup", 2, "--tables", 1, "--table-size", 1000, "--buffer-pool", "64M",
                 "--latency-time", 3, "--interval", 1,
-                "--callgrind", "--callgrind-events", 300, "--min-speedup", MIN_SPEEDUP)
+                "--callgrind", "--callgrind-events", 300, "--min-speedup", MIN_SPEEDUP, cwd=tmp)
     print(f"real comparison took {time.monotonic() - started:.0f} s")
     return run, out
 

@@ -12,6 +12,7 @@ import shutil
 import statistics
 import time
 from collections import Counter
+from pathlib import Path
 
 from pgo import lines
 from pgo.bench import builds, callgrind, sequential
@@ -50,8 +51,10 @@ class Session:
     def __init__(self, settings, out):
         self.settings = settings
         self.out = out
-        self.work = out / "work"
-        self.logs = out / "logs"
+        # Absolute: mariadbd resolves a relative --datadir against its --basedir, and writes
+        # relative files (callgrind's, the error log) after changing into the datadir.
+        self.work = Path(out).absolute() / "work"
+        self.logs = Path(out).absolute() / "logs"
         self.started = None
 
     def minutes(self):
