@@ -133,6 +133,11 @@ def test_rerun_resumes_and_a_rerun_phase_invalidates_later_ones(trained, pgo):
     assert "train" in state and "check" not in state and "optimized" not in state
     resumed = pgo(*BUILD, "--workdir", workdir)
     assert "== phase 4 of 7: check" in resumed.stdout and "phase 2 of 7" not in resumed.stdout
+    # The optimised build replaced the shared tree and its notes: the check says so, and leaves
+    # no counts file that would read as "the training entered nothing".
+    assert ("[check] training counts: not taken, the instrumented build's notes (.gcno) are gone; "
+            "run the instrumented phase again for them") in resumed.stdout
+    assert not (workdir / "training-counts.json").exists()
 
 
 def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, trained):
