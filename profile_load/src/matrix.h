@@ -4,7 +4,7 @@
 #define PROFILE_LOAD_MATRIX_H
 
 /* Bump when the statements change: an archived profile records which workload made it. */
-#define PROFILE_LOAD_VERSION "4"
+#define PROFILE_LOAD_VERSION "5"
 
 enum exit_code {
     EXIT_OK = 0,
