@@ -535,6 +535,7 @@ def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path)
     assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
     assert profile.judge_use(dict(warnings, missing_profile_hot=1), build, ["sql"], 0, 0.5)["passed"]
 
+
 def test_training_counts_leave_out_a_gcda_of_another_object_even_of_the_same_stamp(tmp_path):
     """gcov skips the functions of a .gcda its notes lack without a word, and compares only a stamp
     that two objects share when they are compiled in the same millisecond, or always with
