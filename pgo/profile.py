@@ -67,6 +67,16 @@ def batches(items, size=200):
     return (items[start:start + size] for start in range(0, len(items), size))
 
 
+def gcov_dump_output(paths, gcov_dump="gcov-dump", *options):
+    """(batch, text) for each batch of files gcov-dump read: every line of text starts with its
+    file's path and a colon."""
+    for batch in batches([str(p) for p in paths]):
+        result = subprocess.run([gcov_dump, *options, *batch], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
+        yield batch, result.stdout
+
+
 def read_counters(gcda_paths, gcov_dump="gcov-dump"):
     """Per .gcda, what GCC decides hotness from, read with `gcov-dump -l`.
 
@@ -76,11 +86,8 @@ def read_counters(gcda_paths, gcov_dump="gcov-dump"):
     of its arc counters (an object counts only what it compiled, so the sizes are comparable).
     """
     counters = {}
-    for batch in batches([str(p) for p in gcda_paths]):
-        result = subprocess.run([gcov_dump, "-l", *batch], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
-        for path, figures in _parse_dump(result.stdout, batch):
+    for batch, text in gcov_dump_output(gcda_paths, gcov_dump, "-l"):
+        for path, figures in _parse_dump(text, batch):
             counters[path] = figures
     return counters
 
@@ -91,7 +98,7 @@ VALUES = re.compile(r"^\d+:((?:\s+-?\d+)+)$")
 
 
 def _parse_dump(text, paths):
-    """Read `gcov-dump -l` output: each line starts with its file's path and a colon."""
+    """Read `gcov-dump -l` output (gcov_dump_output)."""
     by_path = {p: {"runs": 0, "sum_max": 0, "total": 0, "functions": []} for p in paths}
     kind, hottest = None, 0
     for line in text.splitlines():
@@ -164,12 +171,9 @@ FUNCTION_RECORD = re.compile(r"FUNCTION (ident=\d+, lineno_checksum=0x[0-9a-f]+,
 def function_records(paths, gcov_dump="gcov-dump"):
     """{path: the set of function records (ident and checksums) of a .gcda or .gcno}."""
     records = {}
-    for batch in batches([str(p) for p in paths]):
-        result = subprocess.run([gcov_dump, *batch], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
+    for batch, text in gcov_dump_output(paths, gcov_dump):
         found = {path: set() for path in batch}
-        for line in result.stdout.splitlines():
+        for line in text.splitlines():
             path, _, rest = line.partition(":")
             if path in found and (record := FUNCTION_RECORD.search(rest)):
                 found[path].add(record.group(1))

@@ -50,11 +50,11 @@ def machine(cpuinfo="/proc/cpuinfo"):
 class Session:
     def __init__(self, settings, out):
         self.settings = settings
-        self.out = out
         # Absolute: mariadbd resolves a relative --datadir against its --basedir, and writes
         # relative files (callgrind's, the error log) after changing into the datadir.
-        self.work = Path(out).absolute() / "work"
-        self.logs = Path(out).absolute() / "logs"
+        root = Path(out).absolute()
+        self.work = root / "work"
+        self.logs = root / "logs"
         self.started = None
 
     def minutes(self):
