@@ -155,11 +155,11 @@ static int load_accounts(struct steady *s, enum table t)
                      10 + prng_below(&s->prng, 15), 1 + prng_below(&s->prng, 12),
                      1 + prng_below(&s->prng, 28));
             unsigned f = prng_below(&s->prng, COUNT(iban_formats));
-            int n_digits = snprintf(iban[i], sizeof iban[i], "%s%02u", iban_formats[f].country,
-                                    prng_below(&s->prng, 100));
+            int length = snprintf(iban[i], sizeof iban[i], "%s%02u", iban_formats[f].country,
+                                  prng_below(&s->prng, 100));
             for (int d = 0; d < iban_formats[f].digits; d++)
-                iban[i][n_digits++] = (char)('0' + prng_below(&s->prng, 10));
-            iban[i][n_digits] = '\0';
+                iban[i][length++] = (char)('0' + prng_below(&s->prng, 10));
+            iban[i][length] = '\0';
             struct param *p = &params[8 * i];
             p[0] = P_INT(first + i);
             p[1] = P_INT(prng_below(&s->prng, BRANCHES));
