@@ -3,6 +3,7 @@
     pgo build --version latest --config minimal       the whole PGO build of the newest 10.11
     pgo build --version 10.11.19 --pgo off             the plain baseline
     pgo phase train --workdir work/10.11.19-minimal    rerun one phase
+    pgo test --workdir work/10.11.19-minimal --set nightly    another test set on a staged build
     pgo latest --config minimal-11.8                   which version 'latest' is
 """
 
@@ -13,9 +14,10 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, contract, lines, package, source
+from pgo import PipelineError, archive, bench, contract, lines, package, source, testrun
 from pgo.config import build_config, config_names, default_config
-from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, run_phases
+from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases
+from pgo.atomic import write_json
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir
 
@@ -86,6 +88,9 @@ def make_parser():
                        "profile id, or 'latest' for this product line, compiler and flags")
     build.add_argument("--accept-stale", action="store_true",
                        help="with --profile-from: build even when the profile fits the source below the limits")
+    build.add_argument("--tests", default="release", metavar="SET|off",
+                       help="the test set the test phase runs on the staged build (configs.toml: release, "
+                       "nightly, smoke), or off (default: %(default)s)")
     build.add_argument("--phase", action="append", choices=sorted(PHASES),
                        help="run only this phase (repeatable); its inputs must exist")
     build.add_argument("--fresh", action="store_true", help="forget earlier runs in the work directory")
@@ -95,6 +100,24 @@ def make_parser():
     phase.add_argument("name", choices=sorted(PHASES))
     phase.add_argument("--workdir", required=True)
     phase.set_defaults(func=cmd_phase)
+
+    test = sub.add_parser("test", help="run a test set on a work directory's staged build (its test phase)")
+    test.add_argument("--workdir", required=True)
+    test.add_argument("--set", help="test set (default: the work directory's, from pgo build --tests)")
+    test.add_argument("--time-limit", type=checked(minutes), metavar="MINUTES",
+                      help="stop the run past this (default: the set's budget)")
+    test.add_argument("--vardir", help="folder for the runner's servers and logs (default: in the work "
+                      "directory; a tmpfs such as /dev/shm is faster)")
+    test.set_defaults(func=cmd_test)
+
+    verdict = sub.add_parser("test-verdict", help="refuse an optimised build that fails a test its plain build "
+                             "passes")
+    verdict.add_argument("--candidate", required=True, help="the optimised build's work directory")
+    verdict.add_argument("--baseline", help="the plain build's work directory (without it every failure counts)")
+    verdict.add_argument("--set", help="test set (default: the candidate's)")
+    verdict.add_argument("--max-environment-failures", type=checked(count), metavar="N",
+                         help="tests that may fail on both builds (default: the set's)")
+    verdict.set_defaults(func=cmd_test_verdict)
 
     phases = sub.add_parser("phases", help="list the phases of a pipeline")
     phases.add_argument("--pgo", choices=sorted(PIPELINES), default="on")
@@ -129,6 +152,16 @@ def count(text):
     if not (text.isascii() and text.isdigit()):
         raise PipelineError(f"expected a number of functions, 0 or more, not {text!r}")
     return int(text)
+
+
+def minutes(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < 10000:
+        raise PipelineError(f"expected minutes above 0, not {text!r}")
+    return value
 
 
 def share(text):
@@ -174,7 +207,7 @@ def cmd_build(args):
                         git_ref=args.git_ref, cc=args.cc, cxx=args.cxx, profile_dir=args.profile_dir,
                         cache=args.cache, max_mismatch=max_mismatch, min_hot_coverage=min_hot_coverage,
                         archive=str(archive_root), archive_kind=args.archive_kind,
-                        profile_from=profile_from)
+                        profile_from=profile_from, tests=args.tests)
     suffix = "" if args.pgo == "on" else "-plain"
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
@@ -187,7 +220,7 @@ def cmd_build(args):
 
 
 def run_pipeline(args, workdir, ctx, settings):
-    pipeline = PIPELINES[pipeline_name(settings)]
+    pipeline = pipeline_of(settings)
     if args.phase:
         unknown = [p for p in args.phase if p not in pipeline]
         if unknown:
@@ -208,11 +241,42 @@ def run_pipeline(args, workdir, ctx, settings):
 def cmd_phase(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
-    pipeline = PIPELINES[pipeline_name(settings)]
+    pipeline = pipeline_of(settings)
     if args.name not in pipeline:
-        raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build")
+        raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build"
+                            + (" with --tests off" if args.name == "test" else ""))
     with workdir.locked():
         run_phases(Context(workdir, settings), pipeline, [args.name])
+
+
+def cmd_test(args):
+    workdir = Workdir(args.workdir)
+    settings = workdir.load_settings()
+    ctx = Context(workdir, settings)
+    set_name = testrun.set_name(ctx.product, settings, args.set)
+    ctx.overrides["test"] = {"set_name": set_name, "minutes": args.time_limit, "vardir": args.vardir}
+    testrun.plan(ctx, **ctx.overrides["test"])     # refuse before the phase forgets the earlier run
+    pipeline = (*pipeline_of(settings), "test") if settings.tests == "off" else pipeline_of(settings)
+    with workdir.locked():
+        run_phases(ctx, pipeline, ["test"])
+
+
+def cmd_test_verdict(args):
+    candidate = Workdir(args.candidate)
+    settings = candidate.load_settings()
+    product = Context(candidate, settings).product
+    set_name = testrun.set_name(product, settings, args.set)
+    chosen = testrun.test_suite(product).test_set(set_name)
+    baseline = testrun.load_results(Workdir(args.baseline), set_name) if args.baseline else None
+    limit = chosen.max_environment_failures if args.max_environment_failures is None else args.max_environment_failures
+    verdict = testrun.verdict(testrun.load_results(candidate, set_name), baseline, limit)
+    write_json(testrun.results_dir(candidate, set_name) / testrun.VERDICT, verdict)
+    print(lines.test_verdict(verdict), flush=True)
+    if not verdict["passed"]:
+        for problem in verdict["problems"][1:]:
+            print(lines.tagged("test-verdict", problem), flush=True)
+        more = f" (and {len(verdict['problems']) - 1} more above)" if len(verdict["problems"]) > 1 else ""
+        raise PipelineError(f"the release is refused: {verdict['problems'][0]}{more}")
 
 
 def cmd_phases(args):

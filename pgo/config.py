@@ -9,6 +9,8 @@ from pgo import PipelineError
 from pgo.source import version_line
 
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
+# The test sets' skip lists (one test a line, with the reason).
+TESTS_DIR = Path(__file__).with_name("testsets")
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,47 @@ class Product:
     # Folder (in the training directory) where the training puts the counters of its setup
     # runs, kept out of the profile; the check reports their share.
     setup_counters: str | None = None
+    # The product's own test suite (MariaDB's mariadb-test-run), run by the test phase.
+    tests: "TestSuite | None" = None
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """A named selection of the product's tests (configs.toml [products.X.tests.sets.NAME])."""
+    name: str
+    suites: tuple[str, ...]
+    # Suites of plugins a configuration may leave out: run where the staged tree has them.
+    optional_suites: tuple[str, ...]
+    args: tuple[str, ...]
+    # Tests skipped with a reason, one per line (TESTS_DIR/<file>, mtr's --skip-test-list format).
+    skip_lists: tuple[str, ...]
+    # The budget: the run is stopped past it, and the phase fails.
+    minutes: float
+    # What the run needs free where its vardir is, checked before it starts.
+    min_free_mib: int
+    # Tests that may fail on both the optimised and the plain build (the environment's doing)
+    # before the verdict stops trusting the environment and refuses the release.
+    max_environment_failures: int
+
+
+@dataclass(frozen=True)
+class TestSuite:
+    """How to run a product's test suite from its staged tree."""
+    # What the reports call it ("mtr").
+    name: str
+    # The runner, relative to the staged tree, with its interpreter.
+    runner: tuple[str, ...]
+    # Options every run passes (a set adds its own; the phase adds vardir, report, parallel, limits).
+    options: tuple[str, ...]
+    # Where a suite's folder is in the staged tree (glob patterns with {suite}).
+    suite_dirs: tuple[str, ...]
+    sets: dict
+    default_set: str
+
+    def test_set(self, name):
+        if name not in self.sets:
+            raise PipelineError(f"unknown test set '{name}' (known: {', '.join(sorted(self.sets))}; or off)")
+        return self.sets[name]
 
 
 @dataclass(frozen=True)
@@ -113,6 +156,12 @@ def build_config(name, data=None):
     return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"), bool(lto))
 
 
+def test_set_names(data=None):
+    """Every product's test set names (the release form's choices)."""
+    data = data or load()
+    return sorted({name for p in data.get("products", {}).values() for name in p.get("tests", {}).get("sets", {})})
+
+
 def product(name, data=None):
     products = (data or load()).get("products", {})
     if name not in products:
@@ -127,6 +176,24 @@ def product(name, data=None):
             debian_source=p.get("debian_source"),
             train_report=p.get("train_report"),
             setup_counters=p.get("setup_counters"),
+            tests=test_suite(p["tests"]) if "tests" in p else None,
         )
     except KeyError as e:
         raise PipelineError(f"product '{name}' lacks the setting {e}") from e
+
+
+def test_suite(t):
+    sets = {name: TestSet(name=name, suites=tuple(s["suites"]), optional_suites=tuple(s.get("optional_suites", ())),
+                          args=tuple(s.get("args", ())), skip_lists=tuple(s.get("skip", ())),
+                          minutes=float(s["minutes"]), min_free_mib=int(s["min_free_mib"]),
+                          max_environment_failures=int(s["max_environment_failures"]))
+            for name, s in t["sets"].items()}
+    if t["default"] not in sets:
+        raise PipelineError(f"tests: default = {t['default']!r} is not a test set (known: {', '.join(sorted(sets))})")
+    for s in sets.values():
+        for skip in s.skip_lists:
+            if not (TESTS_DIR / skip).is_file():
+                raise PipelineError(f"test set '{s.name}': skip list {TESTS_DIR / skip} is missing")
+    return TestSuite(name=t["name"], runner=tuple(t["runner"]), options=tuple(t.get("options", ())),
+                     suite_dirs=tuple(t["suite_dirs"]), sets=sets,
+                     default_set=t["default"])

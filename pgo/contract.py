@@ -27,6 +27,7 @@ SETTINGS, STATE = "settings.json", "state.json"
 SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
 TRAINING_COUNTS = "training-counts.json"
 ARCHIVE_RECORD, BUILD_INFO, PACKAGE_INFO = "archive.json", "build-info.json", "buildinfo.json"
+TESTS = "tests"         # the test phase's results, one folder per test set (pgo/testrun.py)
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 BUILD_TOKEN = "pgo-build-token"
 
@@ -65,9 +66,12 @@ ITEMS = (
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
-    Item("stage", ("stage",), ("pgo package",), "the installed tree the packagers take"),
-    Item(BUILD_INFO, ("stage",), ("pgo package",),
+    Item("stage", ("stage",), ("test", "pgo package"), "the installed tree the packagers take"),
+    Item(BUILD_INFO, ("stage",), ("test", "pgo package"),
          "the staged build: its identity, build token and profile check, copied from the build that made it"),
+    Item(TESTS, ("test",), ("pgo test-verdict",),
+         "per test set: results.json (counts, each failed test with its first error line, the flaky ones, the "
+         "staged build's token), junit.xml (the runner's report), the skip list used and the runner's vardir"),
     Item(PACKAGE_INFO, ("pgo package",), ("pgo prove",),
          "in a published folder, not the work directory: build-info.json's identity and check, and the packages"),
 )
@@ -85,6 +89,8 @@ CARRIES = {
     "plain": (SOURCE_ID, COMPILER_ID, FLAGS_ID),
     # Stage only installs: the identity of what it staged is its build's (build-info.json).
     "stage": (SOURCE_ID,),
+    # The tests name the staged build by its token (results.json).
+    "test": (SOURCE_ID,),
 }
 # The phases that make a build tree, and the variant each makes.
 BUILDS = {"instrumented": "instrumented", "optimized": "optimized", "plain": "plain"}

@@ -28,10 +28,15 @@ def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
                            f"minute {minutes:.0f} of {max_minutes:g}")
 
 
+def test_progress(done, failed):
+    """The test phase's progress (pgo/testrun.py): how many tests finished, how many failed."""
+    return tagged("test", f"{done} tests run, {failed} failed")
+
+
 # The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
 # before each pass; the train phase echoes its output tagged `[train]`.
 PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
-                      r"|^\[train\] (pass \d+ of \d+)\b")
+                      r"|^\[train\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
 def progress(line):
@@ -151,6 +156,53 @@ def latest_version_of(line):
     return match["version"] if match else None
 
 
+def test_result(results):
+    """A test run's counts (pgo/testrun.py), e.g. `mtr release: 1060 passed, 0 failed, 235 skipped, 8.2 min`."""
+    counts = results["counts"]
+    flaky = f", {len(results['flaky'])} flaky" if results["flaky"] else ""
+    return (f"{results['runner']} {results['set']}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped{flaky}, {results['seconds'] / 60:.1f} min")
+
+
+TEST_RESULT = re.compile(r"^\[test\] (?P<what>.+?): (?P<passed>\d+) passed, (?P<failed>\d+) failed, "
+                         r"(?P<skipped>\d+) skipped(?:, (?P<flaky>\d+) flaky)?, (?P<minutes>[\d.]+) min$")
+
+
+def test_result_result(line):
+    match = TEST_RESULT.match(line)
+    if not match:
+        return None
+    flaky = f", {match['flaky']} flaky" if match["flaky"] else ""
+    return (f"{match['what']}: {match['passed']} passed, {match['failed']} failed, {match['skipped']} skipped"
+            f"{flaky}, {match['minutes']} min;")
+
+
+def failed_tests(summary):
+    """How many tests failed, from a summary test_result_result made (0 for any other summary)."""
+    match = re.search(r": \d+ passed, (\d+) failed, \d+ skipped", summary)
+    return int(match[1]) if match else 0
+
+
+def test_verdict(verdict):
+    """The test verdict (pgo/testrun.py verdict) in one line; its problems come as the error line."""
+    c, b = verdict["candidate"], verdict["baseline"]
+    plain = f"plain build {b['passed']} passed, {b['failed']} failed" if b else "no plain build"
+    environment = verdict["environment_failures"]
+    shared = (f"; failing on both (environment, at most {verdict['max_environment_failures']}): "
+              f"{', '.join(environment)}" if environment else "")
+    outcome = "PASSED" if verdict["passed"] else "REFUSED"
+    return tagged("test-verdict", f"{verdict['set']} {outcome}: optimised build {c['passed']} passed, "
+                                  f"{c['failed']} failed; {plain}{shared}")
+
+
+TEST_VERDICT = re.compile(r"^\[test-verdict\] (?P<set>\S+) (?P<outcome>PASSED|REFUSED): (?P<summary>.+)$")
+
+
+def test_verdict_result(line):
+    match = TEST_VERDICT.match(line)
+    return f"tests {match['set']} {match['outcome'].lower()}: {match['summary']};" if match else None
+
+
 # --- errors: why a step failed --------------------------------------------------------------
 
 def error(message, prog="pgo"):
@@ -177,4 +229,6 @@ RESULT_PARSERS = {
     "optimized": profile_use_result,
     "benchmark": bench_verdict_result,
     "version": latest_version_result,
+    "test": test_result_result,
+    "test-verdict": test_verdict_result,
 }

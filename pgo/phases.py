@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, contract, lines, profile, source
+from pgo import PipelineError, archive, contract, lines, profile, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
@@ -45,7 +45,11 @@ class Context:
         self.config = build_config(settings.config)
         self.product = self.config.product
         self.profile = workdir.profile(settings)
+        if settings.tests != "off":
+            testrun.test_suite(self.product).test_set(settings.tests)
         self._compiler = None
+        # What one command asks of a phase beyond the settings (pgo test: another set, limit, vardir).
+        self.overrides = {}
 
     @property
     def compiler(self):
@@ -249,6 +253,10 @@ def stage(ctx, log):
     })
 
 
+def run_tests(ctx, log):
+    testrun.run_tests(ctx, log, **ctx.overrides.get("test", {}))
+
+
 def comment_base(ctx):
     return f"{ctx.product.name} {ctx.settings.version} {ctx.config.name}"
 
@@ -263,18 +271,24 @@ PHASES = {p.name: p for p in (
     Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),
     Phase("stage", "install the build into the staging tree for the packagers", stage),
+    Phase("test", "run the product's own test suite (mtr) on the staged build", run_tests),
 )}
 
 PIPELINES = {
-    "on": ("source", "instrumented", "train", "check", "optimized", "archive", "stage"),
-    "off": ("source", "plain", "stage"),
+    "on": ("source", "instrumented", "train", "check", "optimized", "archive", "stage", "test"),
+    "off": ("source", "plain", "stage", "test"),
     # An archived profile instead of training: one build instead of two.
-    "reuse": ("source", "import", "optimized", "stage"),
+    "reuse": ("source", "import", "optimized", "stage", "test"),
 }
 
 
 def pipeline_name(settings):
     return "reuse" if settings.profile_from else settings.pgo
+
+
+def pipeline_of(settings):
+    """The phases a work directory's build runs: its pipeline, without the tests when they are off."""
+    return tuple(p for p in PIPELINES[pipeline_name(settings)] if p != "test" or settings.tests != "off")
 
 
 def run_phases(ctx, pipeline, todo):

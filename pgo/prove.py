@@ -5,7 +5,8 @@
 First the folder itself: sha256sums.txt lists every file and matches. Then by
 format (buildinfo.json says which):
   bintar  unpack anywhere, create a datadir with its own install script, start
-          the server on a private socket, query it, shut it down
+          the server on a private socket, query it, shut it down; then the
+          product's smoke test set (mtr) from the tarball's own test suite
   rpm     rpm -qp metadata, file list and requirements; rpmlint without errors;
           the payload extracted with rpm2cpio | cpio runs as the bintar does
   deb     lintian without errors; installed with apt into a clean chroot made by
@@ -15,16 +16,21 @@ The run itself is packaging/smoke/<product>.sh; its `version_comment:` line must
 carry the build's mark: the profile id for PGO packages, "plain build" otherwise.
 """
 
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from pgo import PipelineError, source
+from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.package import RECIPES, load_toml
-from pgo.runner import say
+from pgo.config import product
+from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
+
+# The test set `pgo prove` runs on what a package installed (pgo/configs.toml).
+SMOKE_SET = "smoke"
 
 
 def register(subparsers):
@@ -149,6 +155,28 @@ def smoke(info, *args, command=None):
     raise PipelineError(f"{script.name} reported no version_comment line")
 
 
+def run_test_set(info, tree, scratch, what):
+    """The product's smoke test set on what a package installed, as MariaDB's Buildbot tests its packages."""
+    suite = product(info["product"]).tests
+    if suite is None or SMOKE_SET not in suite.sets:
+        return
+    # The test user (as root) must reach the tree in this private temporary folder.
+    scratch.chmod(scratch.stat().st_mode | stat.S_IXOTH)
+    planned = testrun.plan_tree(suite, suite.test_set(SMOKE_SET), tree, scratch / "tests", what,
+                                "the package")
+    log = PhaseLog(scratch / "tests.log", "prove")
+    try:
+        results = testrun.execute(planned, log)
+    finally:
+        log.close()
+    for line in testrun.describe(results):
+        say(f"  {line}")
+    if results["failed"] or not results["counts"]["passed"]:
+        first = results["failed"][0] if results["failed"] else None
+        raise PipelineError(f"{what} fails the {SMOKE_SET} test set: " + (
+            f"{first['test']}: {first['first_error']}" if first else "no test passed"))
+
+
 # --- bintar -------------------------------------------------------------------
 
 def prove_bintar(folder, info, args):
@@ -159,7 +187,9 @@ def prove_bintar(folder, info, args):
         if not top.is_dir():
             raise PipelineError(f"{tarball.name} does not unpack into {top.name}/ as MariaDB's bintars do")
         say(f"  unpacked into {top.name}/, running it from there")
-        return smoke(info, "tree", top)
+        comment = smoke(info, "tree", top)
+        run_test_set(info, top, Path(tmp), tarball.name)
+        return comment
 
 
 # --- rpm ----------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from pgo import PipelineError, lines
@@ -14,6 +16,10 @@ TAIL_LINES = 25
 
 class CommandFailed(PipelineError):
     pass
+
+
+class CommandTimedOut(CommandFailed):
+    """The command ran past its time limit; it and every process it started were killed."""
 
 
 def say(line):
@@ -49,22 +55,29 @@ class PhaseLog:
         self.file.write(line + "\n")
         self.file.flush()
 
-    def run(self, cmd, cwd=None, echo=False):
-        """Run cmd, its output into the log (and onto the console with echo).
+    def run(self, cmd, cwd=None, echo=False, check=True, timeout=None, watch=None):
+        """Run cmd, its output into the log (and onto the console with echo); return its exit status.
 
-        Ninja's [N/M] lines become `compile N/M` progress, at most every 2 seconds.
+        Ninja's [N/M] lines become `compile N/M` progress, at most every 2 seconds; watch, if
+        given, sees every line. check: a non-zero exit is an error. timeout (seconds): past
+        it the command and every process it started (its session) are killed, CommandTimedOut.
         """
         cmd = [str(c) for c in cmd]
         self.note(f"$ {' '.join(cmd)}")
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", bufsize=1)
+                                    text=True, errors="replace", bufsize=1, start_new_session=timeout is not None)
         except OSError as e:
             raise CommandFailed(f"{self.phase}: cannot run {cmd[0]}: {e.strerror} (log: {self.path})") from e
+        timer = threading.Timer(timeout, kill_session, (proc,)) if timeout is not None else None
+        if timer:
+            timer.start()
         tail = []
         shown = 0.0
         for line in proc.stdout:
             self.file.write(line)
+            if watch:
+                watch(line)
             tail = (tail + [line.rstrip("\n")])[-TAIL_LINES:]
             progress = NINJA_PROGRESS.match(line)
             if progress:
@@ -77,10 +90,17 @@ class PhaseLog:
                 say(lines.tagged(self.phase, line.rstrip()))
         self.wait(proc)
         self.file.flush()
-        if proc.returncode != 0:
+        if timer:
+            timer.cancel()
+            if getattr(proc, "killed", False):
+                self.note(f"killed after its time limit of {timeout:.0f} s")
+                raise CommandTimedOut(f"phase '{self.phase}': {os.path.basename(cmd[0])} ran past its time limit "
+                                      f"of {timeout:.0f} s (full log: {self.path})")
+        if proc.returncode != 0 and check:
             print("\n".join(tail), file=sys.stderr)
             raise CommandFailed(f"phase '{self.phase}' failed: {os.path.basename(cmd[0])} exited with "
                                 f"status {proc.returncode} (last lines above; full log: {self.path})")
+        return proc.returncode
 
     def wait(self, proc):
         """Reap the command with its resource usage: the kernel's figures for it and every process
@@ -89,3 +109,12 @@ class PhaseLog:
         proc.returncode = os.waitstatus_to_exitcode(status)
         self.cpu_seconds += usage.ru_utime + usage.ru_stime
         self.peak_rss_kib = max(self.peak_rss_kib, usage.ru_maxrss)
+
+
+def kill_session(proc):
+    """Kill a command and everything it started (it leads its own session), e.g. mtr and its servers."""
+    proc.killed = True
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

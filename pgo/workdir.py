@@ -30,6 +30,7 @@ class Settings:
     archive: str | None = None        # profile archive root (pgo/archive.py)
     archive_kind: str = "release"     # release (kept) or nightly (pruned)
     profile_from: str | None = None   # archive entry reused instead of training
+    tests: str = "release"            # the test set the test phase runs (configs.toml), or "off"
     # CMake options a package format's own build adds (MariaDB's -DRPM=<target>):
     # they choose the install layout, not the code, so the configuration's profile
     # still applies, and the optimised phase checks that it did.

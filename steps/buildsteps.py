@@ -12,7 +12,7 @@ uploads, and stop a build request that keeps losing its worker.
 from pathlib import Path
 
 from buildbot.process import buildstep, logobserver
-from buildbot.process.results import FAILURE, RETRY, SUCCESS
+from buildbot.process.results import FAILURE, RETRY, SUCCESS, WARNINGS
 from buildbot.steps.shell import ShellCommand
 from twisted.internet import defer, threads
 
@@ -67,6 +67,14 @@ class PgoCommand(ShellCommand):
 
     def watch_errors(self, line):
         self.error = lines.error_reason([line]) or self.error
+
+    @defer.inlineCallbacks
+    def run(self):
+        """A test run that completed with failed tests: warnings here, the verdict step decides."""
+        result = yield super().run()
+        if result == SUCCESS and any(lines.failed_tests(line) for line in self.results_read):
+            return WARNINGS
+        return result
 
     def getCurrentSummary(self):
         detail = self.result_line or self.latest_progress
@@ -167,6 +175,10 @@ class PublishFolder(buildstep.BuildStep):
         packages = yield threads.deferToThread(publish.packages, self.destination)
         for package in packages:
             yield self.addURL(package, url + package)
+        reports = yield threads.deferToThread(publish.test_reports, self.destination)
+        for report in reports:
+            build = report.split("/")[1]
+            yield self.addURL(f"test results, {'optimised' if build == 'pgo' else build} build (JUnit)", url + report)
 
     def getResultSummary(self):
         summary = super().getResultSummary()

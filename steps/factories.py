@@ -1,8 +1,9 @@
 """Build factories: the pipeline's phases (pgo/phases.py) as steps, then archive, package, publish.
 
 A release build on one worker runs every PGO phase as its own step in one work
-directory, the plain baseline and the benchmark gate beside it, archives the
-profile, and triggers one package build per format. The package builds run on
+directory, the plain baseline beside it, the test suite on both and its verdict
+(a test that fails on the optimised build only stops the release), the benchmark
+gate, archives the profile, and triggers one package build per format. The package builds run on
 the same worker and read the release's work directory in place: the staged
 tree is hundreds of megabytes, and the release build waits for them, so its
 work directory (and a latent VM) stays as it is until every format is packaged.
@@ -44,6 +45,13 @@ PLAIN = on_worker("work-plain")
 BENCH = on_worker("bench")
 RELEASE_PROFILE = on_worker("release-profile")
 PACKAGES = on_worker("packages")
+# The test phase's results of the build's test set (pgo/testrun.py): what is published of them.
+TEST_SET = util.Property("tests", "release")
+TEST_REPORTS = ["junit.xml", "results.json", "skip.list"]
+
+
+def test_results(workdir_name):
+    return util.Interpolate(f"%(prop:builddir)s/{workdir_name}/tests/%(prop:tests:-release)s")
 
 
 def release_builder_name(platform):
@@ -79,9 +87,10 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     phases, each step run only when its pipeline is the build's.
     """
     common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
-              "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir]
+              "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir, "--tests", TEST_SET]
     if pgo == "off":
-        return [pgo_step(settings, prefix + name, [*common, "--phase", name], **kwargs) for name in PIPELINES["off"]]
+        return [pgo_step(settings, prefix + name, [*common, "--phase", name], read_result=RESULT_PARSERS.get(name),
+                         **kwargs) for name in PIPELINES["off"]]
     common += ["--archive", settings.archive, "--archive-kind", archive_kind, util.Transform(
         lambda profile: ["--profile-from", profile] if reusing(profile) else [], util.Property("profile", "train"))]
     order = [*PIPELINES["on"]]
@@ -93,6 +102,27 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
                               read_result=RESULT_PARSERS.get(name),
                               doStepIf=lambda step, wanted=wanted: build_pipeline(step) in wanted, **kwargs))
     return steps
+
+
+def test_verdict_step(settings, baseline):
+    """Refuse the release when the optimised build fails a test that the plain build passes.
+
+    baseline(props): whether the build made the plain build to compare with; without it
+    every failure counts.
+    """
+    @util.renderer
+    def compared_with(props):
+        return ["--baseline", f"{props.getProperty('builddir')}/work-plain"] if baseline(props) else []
+
+    return pgo_step(settings, "test-verdict", ["test-verdict", "--candidate", WORK, "--set", TEST_SET, compared_with],
+                    read_result=RESULT_PARSERS["test-verdict"])
+
+
+def upload_test_results(settings, workdir_name, build_name, **kwargs):
+    """The test set's JUnit file, results and skip list, published beside the packages."""
+    return bb_steps.MultipleFileUpload(name=f"upload-tests-{build_name}", workdir=test_results(workdir_name),
+                                       workersrcs=TEST_REPORTS, masterdest=staging(settings, f"tests/{build_name}"),
+                                       haltOnFailure=True, **kwargs)
 
 
 def version_step(settings):
@@ -160,7 +190,12 @@ def release_factory(settings, platform):
     f.addStep(clean_step("work", "work-plain", "bench", "release-profile"))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK))
+    # The plain build is the benchmark's baseline and the tests': a test failing on both is the
+    # machine's doing, one failing on the optimised build only the profile's or LTO's.
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
+    f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
+    f.addStep(upload_test_results(settings, "work", "pgo"))
+    f.addStep(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
         "--out", BENCH, *settings.bench_options, *gate_options(settings)],
@@ -218,6 +253,8 @@ def nightly_factory(settings):
     f.addStep(clean_step("work", "packages"))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
+    f.addStep(test_verdict_step(settings, baseline=lambda props: False))
+    f.addStep(upload_test_results(settings, "work", "pgo"))
     f.addStep(pgo_step(settings, "package-bintar",
                        ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES]))
     f.addStep(bb_steps.DirectoryUpload(name="upload-tarball", workersrc=PACKAGES,

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from pgo import PipelineError, lines
-from pgo.config import default_config
+from pgo.config import default_config, test_set_names
 from pgo.source import LATEST
 from pgo.toolchain import detect
 from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
@@ -264,10 +264,11 @@ def login_as_admin(settings, api):
     return user
 
 
-def force_release(api, version, config, source, formats, benchmark="auto", profile="train"):
+def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests="release"):
     """Start a release on every platform; returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
-                          formats=list(formats), benchmark=benchmark, profile=profile, reason=f"./release {version}")
+                          formats=list(formats), benchmark=benchmark, profile=profile, tests=tests,
+                          reason=f"./release {version}")
     return bsid
 
 
@@ -400,7 +401,7 @@ def cmd_run(args):
     user = login_as_admin(settings, api)
     before = newest_build_id(api)
     bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark,
-                         args.profile)
+                         args.profile, args.tests)
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
     if args.version == LATEST:
         say(resolution(api, bsid))
@@ -450,6 +451,9 @@ def make_parser():
                      help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
+    run.add_argument("--tests", choices=test_set_names(), default="release",
+                     help="the test set run on the optimised and the plain build before the verdict "
+                     "(default: %(default)s)")
     run.set_defaults(func=cmd_run)
     sub.add_parser("up", parents=[common], help="only set up and start the master and the local worker"
                    ).set_defaults(func=cmd_up)

@@ -50,6 +50,12 @@ def packages(folder):
                   if path.is_file() and path.name.endswith(PACKAGE_SUFFIXES))
 
 
+def test_reports(folder):
+    """The JUnit files of a published folder's test runs (tests/<build>/junit.xml), as relative paths."""
+    folder = Path(folder)
+    return sorted(str(path.relative_to(folder)) for path in folder.glob("tests/*/junit.xml") if path.is_file())
+
+
 def nightly_name(version, build_number, now=None):
     """Names sort by time, so the oldest nightly comes first."""
     return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{version}-b{build_number}"

@@ -5,7 +5,7 @@ from buildbot.schedulers.forcesched import CollectedValidationError, ValidationE
 from twisted.internet import defer, threads
 
 from pgo import PipelineError
-from pgo.config import config_names, default_config
+from pgo.config import config_names, default_config, test_set_names
 from pgo.source import validate_request
 from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
@@ -75,6 +75,8 @@ def release_form_properties():
                              default="train", size=30),
         util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
                                    choices=["auto", "on", "off"], default="auto"),
+        util.ChoiceStringParameter(name="tests", label="Test set (run on the optimised and the plain build)",
+                                   choices=test_set_names(), default="release"),
     ]
 
 
@@ -104,11 +106,11 @@ def make_schedulers(settings):
             name="nightly", builderNames=[builder], hour=n.hour, minute=n.minute,
             codebases={"": {"repository": "", "branch": ""}},
             properties={"version": n.version, "config": n.config, "source": n.source, "profile": n.profile,
-                        "formats": ["bintar"], "benchmark": "off"}))
+                        "formats": ["bintar"], "benchmark": "off", "tests": n.tests}))
         result.append(schedulers.ForceScheduler(
             name="nightly_now", label="Run the nightly now", buttonName="Start nightly",
             builderNames=[builder], codebases=no_source_stamp(),
             properties=[util.FixedParameter(name=k, default=v) for k, v in
                         {"version": n.version, "config": n.config, "source": n.source,
-                         "profile": n.profile}.items()]))
+                         "profile": n.profile, "tests": n.tests}.items()]))
     return result

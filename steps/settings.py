@@ -61,6 +61,7 @@ class Nightly:
     source: str = "debian"
     profile: str = "train"            # or "latest": reuse the newest archived profile of the line (one build)
     keep: int = 7
+    tests: str = "nightly"            # the test set (pgo/configs.toml): the larger one, every night
 
 
 BENCH_OPTIONS = ("--workloads", "oltp_point_select", "oltp_read_only", "oltp_read_write",
@@ -233,6 +234,8 @@ def check(s):
         raise SettingsError(f"{where}: [nightly] keep must be at least 1")
     try:
         validate_request(s.nightly.version)
-        build_config(s.nightly.config)
+        product = build_config(s.nightly.config).product
+        if product.tests and s.nightly.tests != "off":
+            product.tests.test_set(s.nightly.tests)
     except PipelineError as e:
         raise SettingsError(f"{where}: [nightly] {e}") from None

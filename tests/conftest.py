@@ -1,6 +1,9 @@
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,42 @@ def private_archive_and_cache(tmp_path_factory):
     """Tests archive profiles and keep source trees in temporary folders, never the user's."""
     os.environ["PGO_ARCHIVE"] = str(tmp_path_factory.mktemp("profile-archive"))
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+
+
+KEEP_SESSIONS = 3
+
+
+def searchable(folder):
+    folder.chmod(folder.stat().st_mode | stat.S_IXOTH)
+    return folder
+
+
+class SearchableTempPathFactory(pytest.TempPathFactory):
+    """Temporary folders the test user can search.
+
+    The test phase runs the suite as an unprivileged user when the tests run as root (mtr
+    refuses root, pgo/testrun.py), and that user must reach the staged trees in the temporary
+    folders. pytest makes them private (0700), and resets its shared root to 0700 whenever a
+    session starts; so each session has a folder of its own in the system's temporary folder,
+    searchable by others (not listable), and the newest KEEP_SESSIONS are kept for a look.
+    """
+
+    def getbasetemp(self):
+        if self._basetemp is None:
+            old = sorted(Path(tempfile.gettempdir()).glob(f"pytest-pgo-{os.getuid()}-*"), key=os.path.getmtime)
+            for folder in old[:max(0, len(old) - KEEP_SESSIONS + 1)]:
+                shutil.rmtree(folder, ignore_errors=True)
+            self._basetemp = searchable(Path(tempfile.mkdtemp(prefix=f"pytest-pgo-{os.getuid()}-")).resolve())
+        return self._basetemp
+
+    def mktemp(self, basename, numbered=True):
+        return searchable(super().mktemp(basename, numbered))
+
+
+@pytest.hookimpl(trylast=True)     # after pytest's own tmpdir plugin made its factory
+def pytest_configure(config):
+    if config.option.basetemp is None:
+        config._tmp_path_factory = SearchableTempPathFactory.from_config(config, _ispytest=True)
 
 
 @pytest.fixture

@@ -74,14 +74,18 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     names = [step.kwargs.get("name", step.step_class.name) for step in factory.steps]
     phases = [n for n in names if n in PIPELINES["on"]]
     assert phases == list(PIPELINES["on"])
-    assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "stage"]
+    assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "stage", "test"]
     assert [n.removeprefix("baseline-") for n in names if n.startswith("baseline-")] == list(PIPELINES["off"])
     assert names.index("benchmark") < names.index("packages") < names.index("publish")
+    # Both builds are tested before the verdict, which comes before anything is archived or published.
+    assert names.index("test") < names.index("baseline-test") < names.index("test-verdict") < names.index("benchmark")
+    assert names.index("upload-tests-pgo") < names.index("publish")
     # 'latest' the master could not resolve: the worker resolves it once, before any phase.
     assert names.index("clean") < names.index("version") < names.index("source")
     nightly = next(b.factory for b in two_platforms.builders if b.name == "nightly-debian-12")
     nightly_names = [step.kwargs.get("name", step.step_class.name) for step in nightly.steps]
     assert nightly_names.index("version") < nightly_names.index("source")
+    assert nightly_names.index("test") < nightly_names.index("test-verdict") < nightly_names.index("package-bintar")
 
 
 def test_schedulers_release_nightly_and_fan_out(two_platforms):

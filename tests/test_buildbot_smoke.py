@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from buildbot.process.results import FAILURE, WARNINGS
 
 from steps import local
 from pgo.checksums import verify_sha256sums
@@ -126,13 +127,15 @@ def test_release_publishes_packages_with_checksums(master):
     (build,) = builds
     assert "objects trained;" in build["state_string"]
     assert "profile used by 100% of 2 hot objects" in build["state_string"]
+    assert "tests release passed: optimised build 2 passed, 0 failed; no plain build;" in build["state_string"]
     published = Path(build["properties"]["published"][0])
     assert published == settings.downloads / "1.0.0" / "local"
     assert verify_sha256sums(published) == []
     assert published.stat().st_mode & 0o005 == 0o005, "downloads must be readable by everyone"
     files = {str(p.relative_to(published)) for p in published.rglob("*") if p.is_file()}
     assert {"bintar/fixture-1.0.0+pgo-linux-x86_64.tar.gz", "deb/fixture_1.0.0+pgo-1_amd64.deb",
-            "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm", "build-info.json", "profile-check.json"} <= files
+            "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm", "build-info.json", "profile-check.json",
+            "tests/pgo/junit.xml", "tests/pgo/results.json", "tests/pgo/skip.list"} <= files
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)
@@ -145,6 +148,8 @@ def test_release_publishes_packages_with_checksums(master):
     assert build["state_string"].endswith(f"published to {folder_url}")
     packages = {f for f in files if f.split("/")[0] in FORMATS and not f.endswith((".json", ".txt"))}
     assert "rpm/fixture-server-1.0.0+pgo-1.x86_64.rpm" in packages
+    # ... and the optimised build's test results (the fixture has no plain build: no benchmark).
+    assert links.pop("test results, optimised build (JUnit)") == folder_url + "tests/pgo/junit.xml"
     assert links == {name: folder_url + name for name in packages}
     for name, url in links.items():
         assert fetch(url) == (published / name).read_bytes(), url
@@ -211,6 +216,29 @@ def test_failed_release_publishes_nothing_and_says_why(master, capsys):
     (label, step, why), = local.failure_reasons(admin_api(settings), before)
     assert (label.split(" #")[0], step, why) == ("release-local", "source", reason)
     assert not (settings.downloads / "1.0.1").exists()
+    assert list((settings.downloads / STAGING).glob("*")) == []
+
+
+def test_release_that_fails_its_tests_publishes_nothing_and_names_the_test(master, capsys, tmp_path):
+    """A source whose own test fails: the verdict refuses, ./release names the test and its first error."""
+    runtime, settings = master
+    source = tmp_path / "fixture-1.0.4"
+    shutil.copytree(Path(__file__).resolve().parent / "fixture", source)
+    (source / "VERSION").write_text("1.0.4\n")
+    (source / "test" / "main" / "cold.result").write_text("0\n0\n")
+    status, printed, _ = release_command(runtime, capsys, "1.0.4", source=str(source))
+    assert status == 1
+    reason = ("the release is refused: main.cold fails on the optimised build (no plain build to compare with): "
+              "fixture-test: result content mismatch")
+    assert any(line.startswith("failure: ") and line.endswith(f"test-verdict (failure): {reason}")
+               for line in printed), "\n".join(printed)
+    assert any(line.split()[2:4] == ["test", "test"] and line.endswith(
+        "(warnings): fixture tests release: 1 passed, 1 failed, 1 skipped, 0.0 min;") for line in printed), printed
+    # The run completed, with a failure: warnings on its step; the verdict's step failed.
+    (build,) = [b for b in admin_api(settings).get("builds", order="-buildid", limit=1)["builds"]]
+    steps = {s["name"]: s["results"] for s in admin_api(settings).get(f"builds/{build['buildid']}/steps")["steps"]}
+    assert (steps["test"], steps["test-verdict"]) == (WARNINGS, FAILURE)
+    assert not (settings.downloads / "1.0.4").exists()
     assert list((settings.downloads / STAGING).glob("*")) == []
 
 

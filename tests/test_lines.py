@@ -31,7 +31,7 @@ def read(parser, output):
 
 def test_compile_progress_of_both_builds(build_output):
     _, output = build_output
-    progress = read(lines.progress, output)
+    progress = [p for p in read(lines.progress, output) if not p.endswith(" failed")]   # the tests'
     assert progress and all(p.startswith("compile ") for p in progress)
     assert progress[-1] == "compile 4/4"
     assert "[instrumented] compile 4/4" in output and "[optimized] compile 4/4" in output
@@ -57,7 +57,25 @@ def test_profile_use_line_becomes_its_summary(build_output):
 def test_only_the_result_lines_are_read(build_output):
     _, output = build_output
     results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
-    assert [line.split("]")[0] for line in results] == ["[check", "[check", "[optimized"]
+    assert [line.split("]")[0] for line in results] == ["[check", "[check", "[optimized", "[test"]
+
+
+def test_test_run_lines_become_progress_and_summary(build_output):
+    workdir, output = build_output
+    results = json.loads((workdir / "tests" / "release" / "results.json").read_text())
+    assert "1 tests run, 0 failed" in read(lines.progress, output)
+    summary = read(lines.RESULT_PARSERS["test"], output)
+    assert summary == [f"fixture tests release: 2 passed, 0 failed, 1 skipped, {results['seconds'] / 60:.1f} min;"]
+    assert lines.failed_tests(summary[0]) == 0
+    assert lines.failed_tests("fixture tests release: 1 passed, 3 failed, 0 skipped, 0.1 min;") == 3
+    assert lines.failed_tests("profile used by 100% of 2 hot objects, 0 mismatches;") == 0
+
+
+def test_test_verdict_line_becomes_its_summary(build_output):
+    workdir, _ = build_output
+    run = run_pgo("test-verdict", "--candidate", workdir)
+    assert read(lines.RESULT_PARSERS["test-verdict"], run.stdout.splitlines()) == [
+        "tests release passed: optimised build 2 passed, 0 failed; no plain build;"]
 
 
 @pytest.mark.parametrize("args, outcome", [([], "pass"), (["--min-speedup", "1.3"], "fail"),

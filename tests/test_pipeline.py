@@ -28,8 +28,9 @@ def trained(tmp_path_factory):
 
 def test_every_phase_announces_itself_and_is_timed(trained):
     workdir, out = trained
-    for step, name in enumerate(["source", "instrumented", "train", "check", "optimized", "archive", "stage"], 1):
-        assert f"== phase {step} of 7: {name}:" in out
+    for step, name in enumerate(["source", "instrumented", "train", "check", "optimized", "archive", "stage",
+                                 "test"], 1):
+        assert f"== phase {step} of 8: {name}:" in out
         assert (workdir / "logs" / f"{name}.log").is_file()
     assert "timing summary:" in out and "whole PGO build / one build" in out
     assert "[instrumented] compile 4/4" in out
@@ -132,7 +133,7 @@ def test_rerun_resumes_and_a_rerun_phase_invalidates_later_ones(trained, pgo):
     state = json.loads((workdir / "state.json").read_text())["done"]
     assert "train" in state and "check" not in state and "optimized" not in state
     resumed = pgo(*BUILD, "--workdir", workdir)
-    assert "== phase 4 of 7: check" in resumed.stdout and "phase 2 of 7" not in resumed.stdout
+    assert "== phase 4 of 8: check" in resumed.stdout and "phase 2 of 8" not in resumed.stdout
     # The optimised build replaced the shared tree and its notes: the check says so, and leaves
     # no counts file that would read as "the training entered nothing".
     assert ("[check] training counts: not taken, the instrumented build's notes (.gcno) are gone; "
@@ -142,7 +143,7 @@ def test_rerun_resumes_and_a_rerun_phase_invalidates_later_ones(trained, pgo):
 
 def test_plain_build_is_the_same_configuration_without_profile(tmp_path, pgo, trained):
     result = pgo(*BUILD, "--pgo", "off", "--workdir", tmp_path / "plain")
-    assert "phase 3 of 3: stage" in result.stdout
+    assert "phase 3 of 4: stage" in result.stdout
     assert not (tmp_path / "plain" / "profile").exists()
     assert "plain build (no PGO)" in fixture_binary(tmp_path / "plain", "--version")
     workdir, _ = trained
@@ -262,7 +263,7 @@ def test_workdir_set_up_differently_is_refused(trained, pgo):
 def test_phases_are_data(pgo):
     phases = json.loads(pgo("phases", "--json").stdout)
     assert [p["name"] for p in phases] == ["source", "instrumented", "train", "check", "optimized", "archive",
-                                          "stage"]
+                                          "stage", "test"]
     produced = {o for p in phases for o in p["outputs"]}
     assert all(i in produced for p in phases for i in p["inputs"])
 
@@ -278,7 +279,7 @@ def test_the_contract_names_every_path_the_phases_use(pgo):
     assert (items["train"]["written_by"], items["train"]["read_by"]) == (["train"], ["check"])
     assert items["buildinfo.json"]["written_by"] == ["pgo package"]
     assert "every phase" in items["state.json"]["written_by"]
-    assert "written by stage; read by pgo package" in pgo("phases", "--files").stdout
+    assert "written by stage; read by test, pgo package" in pgo("phases", "--files").stdout
 
 
 def test_latest_is_resolved_once_and_said(tmp_path, pgo):

@@ -1,0 +1,357 @@
+"""The test phase: the product's own test suite (MariaDB's mariadb-test-run) on the staged build.
+
+Profile-guided optimisation and LTO change the inlining, the layout and the optimiser's
+decisions in every function: a miscompile, a wrong flag or a broken plugin shows in the
+server's own tests, not in the benchmark. The phase runs a named test set (configs.toml
+[products.X.tests]) from the staged tree, the tree the packages are made of, and records
+what happened in tests/<set>/: results.json (counts, each failed test with its first error
+line and a log excerpt, the flaky ones, the staged build's token) and junit.xml (the
+runner's own report). A run that completes is the phase's success, whatever failed: only
+the verdict (`pgo test-verdict`) can tell a failure the profile caused from one the machine
+causes, by the same set on the plain build. A run that cannot complete (no test suite in
+the build, past its time limit, no room for its vardir, the runner dying) fails the phase.
+
+mtr refuses to run as root (and main.socket_conflict fails under it): as root, the runner
+runs as the unprivileged system user TEST_USER, created on first use.
+"""
+
+import math
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgo import PipelineError, contract, lines
+from pgo.atomic import write_json
+from pgo.config import TESTS_DIR, TestSet, TestSuite
+from pgo.runner import CommandTimedOut
+from pgo.workdir import read_json
+
+TEST_USER = "pgo-test"
+RESULTS, JUNIT, SKIP_LIST, VERDICT = "results.json", "junit.xml", "skip.list", "verdict.json"
+# mtr's line for each finished test: `main.alias 'innodb'  w1 [ pass ]  12`.
+OUTCOME = re.compile(r"^(?P<test>[\w.#/-]+)\s.*?\[ (?P<outcome>pass|fail|skipped|disabled|retry-pass) \]")
+# The lines of a failure that say why, first match wins (mysqltest's and the runner's own).
+WHY = (re.compile(r"^(?:mysqltest|mariadb-test|fixture-test): .+"),
+       re.compile(r".*(?:[Cc]rashed|[Ss]ignal \d+|[Aa]ssertion .*failed|Got signal).*"),
+       re.compile(r"^(?:---|\+\+\+|@@) .+"))
+EXCERPT_LINES = 40
+# The environment the runner keeps when it runs as the test user: mtr's own settings, and the
+# fixture's fault switches (tests/fixture/src/main.c).
+PASSED_ON = ("MTR_", "FIXTURE_")
+# Seconds between two progress lines.
+PROGRESS_EVERY = 5
+
+
+def results_dir(workdir, set_name):
+    return workdir.root / contract.TESTS / set_name
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A test run of one tree, checked before anything of an earlier run is removed."""
+    suite: TestSuite
+    chosen: TestSet
+    minutes: float
+    tree: Path
+    suites: tuple[str, ...]
+    out: Path
+    var: Path
+
+    @property
+    def runner(self):
+        return self.tree / self.suite.runner[-1]
+
+
+def plan(ctx, set_name=None, minutes=None, vardir=None):
+    """What the test phase's run of a test set (default: the work directory's) would do."""
+    suite = test_suite(ctx.product)
+    chosen = suite.test_set(set_name or ctx.settings.tests)
+    out = results_dir(ctx.workdir, chosen.name)
+    return plan_tree(suite, chosen, ctx.workdir.stage, out, "the staged build",
+                     f"configuration {ctx.config.name}", minutes, vardir)
+
+
+def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None):
+    """A run of a test set on a tree (a staged build, an unpacked package); refuse what cannot work."""
+    runner = tree / suite.runner[-1]
+    if not runner.is_file():
+        raise PipelineError(f"no test suite in {what}: {runner} is missing ({maker} installs no {suite.runner[-1]})")
+    missing = [s for s in chosen.suites if not has_suite(tree, suite, s)]
+    if missing:
+        raise PipelineError(f"test set {chosen.name} runs suite {missing[0]}, which {what} lacks "
+                            f"(looked for {', '.join(suite.suite_dirs)})")
+    var = Path(vardir).resolve() / f"pgo-{chosen.name}" if vardir else out / "var"
+    check_room(var, chosen)
+    suites = (*chosen.suites, *(s for s in chosen.optional_suites if has_suite(tree, suite, s)))
+    return Plan(suite, chosen, chosen.minutes if minutes is None else minutes, tree, suites, out, var)
+
+
+def run_tests(ctx, log, set_name=None, minutes=None, vardir=None):
+    """The test phase: run a test set on the staged tree; record and print the results."""
+    p = plan(ctx, set_name, minutes, vardir)
+    results = execute(p, log)
+    results.update(junit=str((p.out / JUNIT).relative_to(ctx.workdir.root)), build_token=staged_token(ctx.workdir))
+    write_json(p.out / RESULTS, results)
+    for line in describe(results):
+        say_test(log, line)
+    return results
+
+
+def execute(p, log):
+    """Run a planned test run to its end: the results, from the runner's JUnit report (copied to p.out)."""
+    suite, chosen = p.suite, p.chosen
+    shutil.rmtree(p.out, ignore_errors=True)
+    p.out.mkdir(parents=True)
+    shutil.rmtree(p.var, ignore_errors=True)
+    p.var.mkdir(parents=True)
+    skip_list = p.out / SKIP_LIST
+    skip_list.write_text("".join((TESTS_DIR / name).read_text() for name in chosen.skip_lists))
+    user = unprivileged(log)
+    if user:
+        # The runner writes only into its vardir and reads the tree and the skip list.
+        for path in (p.out, p.var, skip_list):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        check_readable(user, [p.runner, p.tree, p.var, skip_list])
+    report = p.var / JUNIT
+    command = [*suite.runner[:-1], p.runner, *suite.options, f"--suite={','.join(p.suites)}", *chosen.args,
+               f"--vardir={p.var}", f"--xml-report={report}", f"--parallel={os.cpu_count() or 1}",
+               f"--skip-test-list={skip_list}", f"--suite-timeout={math.ceil(p.minutes) + 1}"]
+    if user:
+        command = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+                   "--reset-env", "--", "env", f"HOME={p.var}", f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}",
+                   *(f"{k}={v}" for k, v in os.environ.items() if k.startswith(PASSED_ON)), *command]
+    say_test(log, f"{suite.name} {chosen.name}: suites {', '.join(p.suites)}, as "
+                  f"{user.pw_name if user else 'this user'}, at most {p.minutes:g} min")
+    progress = Progress()
+    started = time.monotonic()
+    try:
+        status = log.run(command, check=False, timeout=p.minutes * 60, watch=progress.line)
+    except CommandTimedOut:
+        raise PipelineError(f"{suite.name} {chosen.name} ran past its time limit of {p.minutes:g} min, "
+                            f"stopped after {progress.done} tests; its vardir is kept in {p.var}") from None
+    seconds = time.monotonic() - started
+    if not report.is_file():
+        raise PipelineError(disk_full(p.var, log.path) or f"{suite.name} {chosen.name} exited with status {status} "
+                            f"and wrote no report: {last_error(log.path)} (log: {log.path})")
+    shutil.copyfile(report, p.out / JUNIT)
+    results = summarise(read_junit(p.out / JUNIT))
+    if status != 0 and not results["failed"]:
+        raise PipelineError(f"{suite.name} {chosen.name} exited with status {status} although no test failed: "
+                            f"{disk_full(p.var, log.path) or last_error(log.path)} (log: {log.path})")
+    results.update(set=chosen.name, suites=list(p.suites), seconds=round(seconds, 1), exit_status=status,
+                   runner=suite.name, vardir=str(p.var), max_environment_failures=chosen.max_environment_failures)
+    return results
+
+
+def test_suite(product):
+    if product.tests is None:
+        raise PipelineError(f"product {product.name} has no test suite in pgo/configs.toml")
+    return product.tests
+
+
+def set_name(product, settings, asked=None):
+    """The test set a command means: the one asked for, else the work directory's, else the product's default."""
+    suite = test_suite(product)
+    name = asked or (settings.tests if settings.tests != "off" else suite.default_set)
+    return suite.test_set(name).name
+
+
+def has_suite(stage, suite, name):
+    return any(path.is_dir() for pattern in suite.suite_dirs for path in stage.glob(pattern.format(suite=name)))
+
+
+def check_room(var, chosen):
+    existing = next(folder for folder in (var, *var.parents) if folder.exists())
+    free = shutil.disk_usage(existing).free // 2**20
+    if free < chosen.min_free_mib:
+        raise PipelineError(f"the test vardir {var} has {free} MiB free; test set {chosen.name} needs "
+                            f"{chosen.min_free_mib} MiB: free some, or put the vardir elsewhere (--vardir)")
+
+
+def unprivileged(log):
+    """The user to run the tests as: None when this is not root, else TEST_USER (created if missing)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        pass
+    subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    "--comment", "runs the PGO pipeline's test suites (mtr refuses root)", TEST_USER],
+                   check=True, capture_output=True)
+    log.note(f"created the system user {TEST_USER}: the test suite runs unprivileged")
+    return pwd.getpwnam(TEST_USER)
+
+
+def check_readable(user, paths):
+    """The unprivileged user must reach the staged tree: every folder above it searchable by others."""
+    for path in paths:
+        probe = subprocess.run(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+                                "test", "-r", str(path)], capture_output=True)
+        if probe.returncode != 0:
+            raise PipelineError(f"the test user {user.pw_name} cannot read {path}: the folders above it must be "
+                                "searchable by others (chmod o+x), or run pgo as an unprivileged user")
+
+
+class Progress:
+    """Counts the runner's finished tests for the step's live summary."""
+
+    def __init__(self):
+        self.done = self.failed = 0
+        self.shown = 0.0
+
+    def line(self, text):
+        match = OUTCOME.match(text)
+        if not match:
+            return
+        self.done += 1
+        self.failed += match["outcome"] == "fail"
+        now = time.monotonic()
+        if now - self.shown >= PROGRESS_EVERY:
+            self.shown = now
+            print(lines.test_progress(self.done, self.failed), flush=True)
+
+
+def read_junit(path):
+    """Every attempt of every test in a JUnit report as mtr writes it: (name, status, text), in order."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        raise PipelineError(f"the test report {path} is not XML ({e})") from None
+    attempts = []
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname')}.{case.get('name')}"
+        if case.get("combinations"):
+            name += f" '{case.get('combinations')}'"
+        failure = case.find("failure")
+        skipped = case.find("skipped") if case.find("skipped") is not None else case.find("disabled")
+        if failure is not None:
+            attempts.append((name, "failed", failure.text or ""))
+        elif skipped is not None:
+            attempts.append((name, "skipped", skipped.get("message", "")))
+        else:
+            attempts.append((name, "passed", ""))
+    return attempts
+
+
+def summarise(attempts):
+    """A test passed if an attempt passed (mtr retries a failed one); flaky if one failed before."""
+    by_test = {}
+    for name, status, text in attempts:
+        by_test.setdefault(name, []).append((status, text))
+    outcomes, failed, flaky = {}, [], []
+    for name, tries in by_test.items():
+        statuses = [status for status, _ in tries]
+        if "passed" in statuses:
+            outcomes[name] = "passed"
+            if "failed" in statuses:
+                flaky.append(name)
+        elif "failed" in statuses:
+            outcomes[name] = "failed"
+            text = next(text for status, text in reversed(tries) if status == "failed")
+            failed.append({"test": name, "first_error": first_error(text), "attempts": len(tries),
+                           "excerpt": excerpt(text)})
+        else:
+            outcomes[name] = "skipped"
+    counts = {kind: sum(1 for o in outcomes.values() if o == kind) for kind in ("passed", "failed", "skipped")}
+    return {"counts": counts, "tests": len(by_test), "failed": failed, "flaky": flaky, "outcomes": outcomes}
+
+
+def first_error(text):
+    body = [line.strip() for line in text.splitlines() if line.strip()]
+    for pattern in WHY:
+        found = next((line for line in body if pattern.match(line)), None)
+        if found:
+            return found[:300]
+    return body[0][:300] if body else "(the report gives no reason)"
+
+
+def excerpt(text):
+    body = text.strip().splitlines()
+    return "\n".join(body[:EXCERPT_LINES]) + (f"\n... ({len(body) - EXCERPT_LINES} more lines)"
+                                               if len(body) > EXCERPT_LINES else "")
+
+
+def describe(results):
+    """The result line, then one line per failed and per flaky test."""
+    yield lines.test_result(results)
+    for failure in results["failed"]:
+        yield f"failed: {failure['test']}: {failure['first_error']}"
+    for name in results["flaky"]:
+        yield f"flaky (failed, then passed on retry): {name}"
+
+
+def say_test(log, text):
+    log.note(text)
+    print(lines.tagged("test", text), flush=True)
+
+
+def staged_token(workdir):
+    info = workdir.root / contract.BUILD_INFO
+    return read_json(info).get("build_token") if info.is_file() else None
+
+
+def disk_full(var, log_path):
+    if "No space left on device" in Path(log_path).read_text(errors="replace") or shutil.disk_usage(var).free < 2**20:
+        return f"the test vardir {var} ran out of room (No space left on device): free some, or use --vardir"
+    return None
+
+
+def last_error(log_path):
+    """The runner's own last error line (mtr: `mysql-test-run: *** ERROR: ...`), else its last line."""
+    text = [line.strip() for line in Path(log_path).read_text(errors="replace").splitlines() if line.strip()]
+    for line in reversed(text):
+        if "ERROR" in line or "error:" in line:
+            return line[:300]
+    return text[-1][:300] if text else "no output"
+
+
+# --- the verdict ---------------------------------------------------------------------------
+
+def load_results(workdir, set_name):
+    """A work directory's results of a test set, proven to be of the build now staged there."""
+    path = results_dir(workdir, set_name) / RESULTS
+    if not path.is_file():
+        raise PipelineError(f"{workdir.root} has no results of test set {set_name}: run its test phase "
+                            f"(pgo test --workdir {workdir.root} --set {set_name})")
+    if "test" not in workdir.state()["done"]:
+        raise PipelineError(f"the test phase of {workdir.root} has not succeeded since its last run: "
+                            "its results prove nothing")
+    results = read_json(path)
+    if results.get("build_token") != staged_token(workdir) or results.get("build_token") is None:
+        raise PipelineError(f"the results of test set {set_name} in {workdir.root} are of another build than "
+                            "the one staged there: run its test phase again")
+    return results
+
+
+def verdict(candidate, baseline, max_environment_failures):
+    """Refuse a build that fails a test the plain build passes, or too many tests both fail.
+
+    Without a baseline every failure is the build's: nothing tells it from the environment's.
+    """
+    plain = baseline["outcomes"] if baseline else {}
+    plain_failed = {test for test, outcome in plain.items() if outcome == "failed"}
+    own = [f for f in candidate["failed"] if f["test"] not in plain_failed]
+    shared = [f for f in candidate["failed"] if f["test"] in plain_failed]
+    problems = []
+    if not candidate["counts"]["passed"]:
+        problems.append(f"no test of set {candidate['set']} passed on the optimised build")
+    for failure in own:
+        where = ("the plain build passes it" if plain.get(failure["test"]) == "passed" else
+                 "the plain build did not run it" if baseline else "no plain build to compare with")
+        problems.append(f"{failure['test']} fails on the optimised build ({where}): {failure['first_error']}")
+    if len(shared) > max_environment_failures:
+        problems.append(f"{len(shared)} tests fail on the plain build too, above the limit of "
+                        f"{max_environment_failures} for set {candidate['set']}: the machine is not fit to test "
+                        f"on ({', '.join(f['test'] for f in shared[:5])})")
+    return {"passed": not problems, "problems": problems, "set": candidate["set"],
+            "candidate": candidate["counts"], "baseline": baseline["counts"] if baseline else None,
+            "build_only_failures": [f["test"] for f in own], "environment_failures": [f["test"] for f in shared],
+            "flaky": candidate["flaky"], "max_environment_failures": max_environment_failures}
+
