@@ -504,3 +504,25 @@ def test_a_release_builds_profile_stored_by_hand_is_pending_until_published(trai
     one_line_error(build(tmp_path / "reuse", root, "--profile-from", "latest"), "no archived profile", "fits")
     ok(pgo("archive", "promote", "--workdir", work, "--archive", root, archive_root=root))
     assert kinds(root) == ["release"]
+
+
+# --- what a build that reuses a profile calls it (issue 28) ----------------------
+
+def test_a_reused_profile_keeps_its_archived_id_in_every_record(archive_copy, tmp_path):
+    """1.0.1 built with 1.0.0's profile: its identity names 1.0.0's profile, which the archive holds."""
+    entry = only_entry(archive_copy)
+    work = tmp_path / "reuse"
+    ok(build(work, archive_copy, "--profile-from", "latest", version="1.0.1",
+             source=fixture_source(tmp_path / "src", "1.0.1")))
+    info = json.loads((work / "build-info.json").read_text())
+    state = json.loads((work / "state.json").read_text())
+    assert info["profile_id"] == info["identity"]["profile_id"] == entry.profile_id
+    assert {state["done"][phase]["identity"]["profile_id"] for phase in ("import", "optimized")} == {entry.profile_id}
+    ok(pgo("package", "--workdir", work, "--format", "bintar", "--out", tmp_path / "out", archive_root=archive_copy))
+    packaged = json.loads((tmp_path / "out" / "buildinfo.json").read_text())
+    assert packaged["profile_id"] == packaged["identity"]["profile_id"] == entry.profile_id
+    assert archive.find(archive_copy, packaged["identity"]["profile_id"]) == entry
+    # The profile the work directory used is still proven by its id: storing and promoting it work.
+    ok(store(work, tmp_path / "release-archive", "--kind", "release"))
+    assert only_entry(tmp_path / "release-archive").name == entry.name
+    ok(pgo("archive", "promote", "--workdir", work, archive_root=archive_copy))
