@@ -32,7 +32,9 @@ sight before removing it. Every change of an entry (store, promote, prune), and
 every read of its kind, holds the entry's lock: prune reads the kind again
 under it before it removes an entry, so a profile promoted since prune read the
 kinds stays, and a promotion that waited for prune finds its entry gone and
-says so.
+says so. A store, prune or promotion killed leaves a hidden .partial file or
+folder; list, verify and prune remove those whose process (on this host) is
+gone, and name those of live processes and of other hosts.
 
 The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
 Buildbot builder points --archive at a worker directory that it uploads to the
@@ -686,6 +688,8 @@ def unpublished_kind(settings):
 def prune(root, keep, dry_run, out=print):
     """Keep every release; of the nightlies, and of the pending profiles of releases never published,
     keep the newest `keep` per kind, product line, platform and config."""
+    for line in sweep_leftovers(root):
+        out(line)
     groups = {}
     for entry in entries(root):
         try:
@@ -729,6 +733,27 @@ def remove_entry(entry, kind, out):
         out(f"{entry.name} is gone already")
         return False
     return True
+
+
+# --- unfinished writes --------------------------------------------------------
+
+def sweep_leftovers(root):
+    """Remove the hidden files and folders that writers on this host left unfinished and did not live
+    to remove (a store, a prune or a promotion killed); return a line on each, and on each left alone:
+    of a live writer, or of another host (whose processes pgo cannot see)."""
+    parents = {path.parent for pattern in (f"*/*/*/.*{atomic.SUFFIX}", f"*/*/*/*/.*{atomic.SUFFIX}")
+               for path in root.glob(pattern)} if root.is_dir() else set()
+    told = []
+    for parent in sorted(p for p in parents if not any(part.startswith(".") for part in p.relative_to(root).parts)):
+        for path in atomic.sweep(parent):
+            told.append(f"removed {path.relative_to(root)}: the unfinished write of pid "
+                        f"{atomic.local_writer(path)} on this host, which is gone")
+        for path in sorted(parent.glob(f".*{atomic.SUFFIX}")):
+            pid = atomic.local_writer(path)
+            told.append(f"left {path.relative_to(root)}: " + (
+                f"pid {pid} on this host is still writing it" if pid is not None else
+                "an unfinished write of another host; remove it by hand once no pgo there writes to this archive"))
+    return told
 
 
 # --- command line -------------------------------------------------------------
@@ -789,6 +814,7 @@ def cmd_promote(args):
 def cmd_list(args):
     """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
     root = root_of(args.archive)
+    leftovers = sweep_leftovers(root)
     rows = []
     for entry in entries(root):
         try:
@@ -805,6 +831,9 @@ def cmd_list(args):
         print(f"no archived profiles in {root}")
     for row in [] if args.json else rows:
         print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {row.get('created', row.get('problem'))}")
+    # Beside the JSON, not in it: what parses the rows gets entries only.
+    for line in leftovers:
+        print(line, file=sys.stderr if args.json else sys.stdout)
     damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
     if damaged:
         print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
@@ -819,6 +848,8 @@ def cmd_show(args):
 
 def cmd_verify(args):
     root = root_of(args.archive)
+    for line in sweep_leftovers(root):
+        print(line)
     chosen = [find(root, args.name)] if args.name else entries(root)
     if not chosen:
         raise PipelineError(f"no archived profiles in {root}")

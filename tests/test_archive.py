@@ -5,6 +5,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -706,6 +707,46 @@ def wait_until_waiting_for_a_lock_or_done(process, timeout=60):
             return
         time.sleep(0.05)
     raise AssertionError(f"pid {process.pid} neither finished nor waited for a lock")
+
+
+def test_unfinished_writes_are_reported_and_swept_once_their_writer_is_dead(trained, nightlies, tmp_path):
+    """list and verify name every hidden .partial write, and remove those whose process on this host is gone."""
+    root, entry, newer = nightlies_copy(nightlies, tmp_path)
+    # Real processes killed mid-write: a store before it renames its entry into place, a promotion
+    # before it replaces its first file.
+    killed_store = interrupted({"root": str(root), "at": 1, "only": ["rename"]},
+                               "archive", "store", "--workdir", trained[0], "--kind", "nightly", "--archive", root,
+                               archive_root=root)
+    killed_promote = interrupted({"root": str(root), "at": 1, "only": ["replace"]},
+                                 "archive", "promote", entry.name, archive_root=root)
+    assert killed_store.returncode == killed_promote.returncode == -signal.SIGKILL
+    dead = hidden_leftovers(root)
+    assert len(dead) == 2, dead
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        running = entry.path.parent / f".1.0.1-000000000000.{socket.gethostname()}.{live.pid}.partial"
+        elsewhere = newer.path / f".kind.json.another-host.{live.pid}.partial"
+        for leftover in (running, elsewhere):
+            leftover.mkdir()
+        listing = pgo("archive", "list", archive_root=root)
+        assert listing.returncode == 0, listing.stderr
+        for path in dead:
+            assert f"removed {path.relative_to(root)}" in listing.stdout, listing.stdout
+        assert f"{running.relative_to(root)}" in listing.stdout and f"pid {live.pid} on this host" in listing.stdout
+        assert f"{elsewhere.relative_to(root)}" in listing.stdout and "another host" in listing.stdout
+        assert sorted(hidden_leftovers(root)) == sorted([running, elsewhere])
+        as_json = pgo("archive", "list", "--json", archive_root=root)
+        assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 2
+        assert str(running.relative_to(root)) in as_json.stderr
+        verified = pgo("archive", "verify", archive_root=root)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert f"{running.relative_to(root)}" in verified.stdout and f"{elsewhere.relative_to(root)}" in verified.stdout
+    finally:
+        live.kill()
+        live.wait()
+    assert "removed" in ok(pgo("archive", "verify", archive_root=root)).stdout
+    assert hidden_leftovers(root) == [elsewhere]       # another host's: pgo cannot tell whether it lives
+    assert listed(root) == {entry.name: "nightly", newer.name: "nightly"}
 
 
 # --- what a build that reuses a profile calls it (issue 28) ----------------------
