@@ -42,11 +42,17 @@ master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
 and the build's number) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
-of training. "latest" is the newest entry, not pending, of the same product line (major.minor),
+of training. "latest" is the entry, not pending, of the same product line (major.minor),
 no newer than the version built, for the same target, GCC version and flags
-fingerprint; any other difference in those is refused before building. A damaged
-entry is passed over and named, never taken (`pgo archive verify` says what is wrong). GCC also
-checksums each function's source file path and line: a profile applies in full only
+fingerprint, trained by the newest training workload (the workload version its
+training's report names: profile_load's for MariaDB), of those the newest version,
+then the newest made; it says which it took, and names the newer versions it passed
+over for an older workload. The import names the workload version that trained the
+profile, and so do `list` and `verify` (`show`: the manifest's training). A
+named profile of another product, target, GCC version or flags fingerprint is
+refused before building. A damaged entry is passed over and named, never taken
+(`pgo archive verify` says what is wrong). GCC also checksums each function's
+source file path and line: a profile applies in full only
 to builds from the same source path, which pgo/source.py gives every build of one
 product line (its line's tree in the download cache), so a profile of 10.11.18 keeps
 every function 10.11.19 did not change or move; other source is stale: the optimised build fails when GCC discarded the
@@ -578,7 +584,7 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
             if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
                     and version_key(m["version"]) <= version_key(version)
                     and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
-                candidates.append((version_key(m["version"]), m["created"], entry))
+                candidates.append(((workload_key(m), version_key(m["version"]), m["created"]), entry, m))
         except Gone:
             continue
         except DAMAGE as e:
@@ -589,7 +595,36 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
         raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
                             f"{version} built by GCC {compiler_version} for {target} with flags "
                             f"{flags_fingerprint}" + passed_over_note(passed_over))
-    return max(candidates, key=lambda c: c[:2])[2]
+    # A newer training workload first: it was changed because the older one missed code that
+    # matters (docs/training-limit-11.8.6-minimal-11.8/), which a newer release does not make up for.
+    (workload, *newest), entry, m = max(candidates, key=lambda c: c[0])
+    print(f"[import] latest is {entry.name}: {m['product']} {m['version']}, trained by {trained_by(m)}; the "
+          f"newest training workload, then the newest version, of {len(candidates)} compatible profiles",
+          flush=True)
+    for (their_workload, *their_newest), other, theirs in sorted(candidates, key=lambda c: c[0], reverse=True):
+        if their_workload < workload and their_newest > newest:
+            print(f"[import] passed over {other.name} ({theirs['product']} {theirs['version']}): trained by "
+                  f"{trained_by(theirs)}, older than the chosen one's", flush=True)
+    return entry
+
+
+def workload_version(manifest):
+    """The version of the training workload that made a profile, as its training's report gave it
+    (profile_load's PROFILE_LOAD_VERSION); None when the manifest records none."""
+    training = manifest.get("training")
+    version = training.get("workload_version") if isinstance(training, dict) else None
+    return None if version is None else str(version)
+
+
+def workload_key(manifest):
+    """Sorts newer workload versions higher, and a profile whose workload is unknown lowest."""
+    parts = (workload_version(manifest) or "").split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else ()
+
+
+def trained_by(manifest):
+    version = workload_version(manifest)
+    return f"workload version {version}" if version else "a workload of unknown version (its manifest names none)"
 
 
 def incompatibilities(manifest, product, target, compiler_version, flags_fingerprint):
@@ -655,7 +690,7 @@ def import_profile(ctx, log):
                            "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
     contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
     lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
-             f"{manifest['functions']} functions)"]
+             f"{manifest['functions']} functions), trained by {trained_by(manifest)}"]
     if stale:
         lines.append(f"stale: trained on {manifest['product']} {manifest['version']} source "
                      f"{manifest['source']['checksum'][:12]}, this is {s.version} source {source['checksum'][:12]}")
@@ -820,7 +855,8 @@ def cmd_list(args):
         try:
             m = entry.manifest()
             rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
-                         "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
+                         "workload_version": workload_version(m), "gcda_files": len(m["files"]),
+                         "builder": m["built_by"].get("builder")})
         except Gone:
             continue
         except DAMAGE as e:
@@ -830,7 +866,9 @@ def cmd_list(args):
     elif not rows:
         print(f"no archived profiles in {root}")
     for row in [] if args.json else rows:
-        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {row.get('created', row.get('problem'))}")
+        trained = f"workload {row['workload_version'] or '?':<3}" if "created" in row else ""
+        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {trained:<12} "
+              f"{row.get('created', row.get('problem'))}")
     # Beside the JSON, not in it: what parses the rows gets entries only.
     for line in leftovers:
         print(line, file=sys.stderr if args.json else sys.stdout)
@@ -857,7 +895,8 @@ def cmd_verify(args):
     for entry in chosen:
         try:
             manifest = verify(entry)
-            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions)")
+            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions, "
+                  f"trained by {trained_by(manifest)})")
         except Gone as e:
             print(f"gone    {entry.name}: {e}")
         except PipelineError as e:

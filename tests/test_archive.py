@@ -54,13 +54,13 @@ def store(workdir, root, *extra, **limits):
     return pgo("archive", "store", "--workdir", workdir, "--archive", root, *extra, archive_root=root, **limits)
 
 
-def fixture_source(directory, version, old=None, new=None):
+def fixture_source(directory, version, old=None, new=None, file="hot.c"):
     shutil.copytree(FIXTURE, directory)
     (directory / "VERSION").write_text(version + "\n")
     if old:
-        hot = directory / "src" / "hot.c"
-        assert old in hot.read_text()
-        hot.write_text(hot.read_text().replace(old, new))
+        changed = directory / "src" / file
+        assert old in changed.read_text()
+        changed.write_text(changed.read_text().replace(old, new))
     return directory
 
 
@@ -747,6 +747,48 @@ def test_unfinished_writes_are_reported_and_swept_once_their_writer_is_dead(trai
     assert "removed" in ok(pgo("archive", "verify", archive_root=root)).stdout
     assert hidden_leftovers(root) == [elsewhere]       # another host's: pgo cannot tell whether it lives
     assert listed(root) == {entry.name: "nightly", newer.name: "nightly"}
+
+
+# --- which profile `latest` takes, and what it is called (issue 28) --------------
+
+WORKLOAD_DEFINE = 'define WORKLOAD_VERSION "1"'
+
+
+def test_latest_takes_the_newest_training_workload_and_says_which(tmp_path):
+    """1.0.1's profile was trained by workload version 1; 1.0.0's again, later, by version 2."""
+    root = tmp_path / "archive"
+    newer_release = fixture_source(tmp_path / "src-1.0.1", "1.0.1")
+    ok(build(tmp_path / "w-1.0.1", root, "--archive-kind", "nightly", version="1.0.1", source=newer_release))
+    newer_workload = fixture_source(tmp_path / "src-1.0.0", "1.0.0", WORKLOAD_DEFINE, 'define WORKLOAD_VERSION "2"',
+                                    file="main.c")
+    ok(build(tmp_path / "w-1.0.0", root, "--archive-kind", "nightly", source=newer_workload))
+    by_version = {e.name.split("/")[1]: e for e in archive.entries(root)}
+
+    reuse = tmp_path / "reuse"
+    result = ok(build(reuse, root, "--profile-from", "latest", version="1.0.1", source=newer_release))
+    assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == by_version["1.0.0"].profile_id
+    assert by_version["1.0.1"].manifest()["training"]["workload_version"] == "1"
+    assert by_version["1.0.0"].manifest()["training"]["workload_version"] == "2"
+    chosen = [line for line in result.stdout.splitlines() if line.startswith("[import] latest")]
+    assert len(chosen) == 1 and by_version["1.0.0"].name in chosen[0] and "workload version 2" in chosen[0], chosen
+    assert any(by_version["1.0.1"].name in line and "workload version 1" in line
+               for line in result.stdout.splitlines() if line.startswith("[import] passed over")), result.stdout
+    imported = next(line for line in result.stdout.splitlines() if line.startswith("[import] profile "))
+    assert "trained by workload version 2" in imported, imported
+    assert json.loads((reuse / "profile-check.json").read_text())["training"]["workload_version"] == "2"
+
+    # Named, not `latest`: the import still says which workload trained it.
+    named = ok(build(tmp_path / "named", root, "--profile-from", by_version["1.0.1"].profile_id, version="1.0.1",
+                     source=newer_release))
+    assert any(line.startswith("[import] profile ") and "trained by workload version 1" in line
+               for line in named.stdout.splitlines()), named.stdout
+    rows = {row["name"]: row for row in json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)}
+    assert {name: row["workload_version"] for name, row in rows.items()} == {
+        by_version["1.0.0"].name: "2", by_version["1.0.1"].name: "1"}
+    text = ok(pgo("archive", "list", archive_root=root)).stdout
+    assert any(line.startswith(by_version["1.0.0"].name) and "workload 2" in line for line in text.splitlines()), text
+    shown = json.loads(ok(pgo("archive", "show", by_version["1.0.0"].profile_id, archive_root=root)).stdout)
+    assert shown["training"]["workload_version"] == "2"
 
 
 # --- what a build that reuses a profile calls it (issue 28) ----------------------
