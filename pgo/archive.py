@@ -7,6 +7,7 @@ An archive entry is one directory:
         manifest.json     a copy of the archived manifest, so that list and show need not unpack
         kind.json         the entry's kind since it was promoted, and when (absent: the manifest's kind)
         sha256sums.txt    the other files' checksums, in `sha256sum -c` format
+        kind.json.next    only while a promotion is on its way (see below)
 
 An entry's kind says how long it is kept and whether later builds take it:
   nightly   pruned to the newest few; reusable
@@ -18,11 +19,22 @@ pending -> release, `pgo archive promote` after publishing); a lower one keeps
 the entry's kind, and both say so. A promotion rewrites kind.json and the
 checksums that cover it; a kind.json they do not prove is damage, which
 `verify` reports and nothing that reads kinds (latest, prune) takes on trust.
+The new checksums are the promotion's commit: the new kind.json waits beside
+the old one as kind.json.next until they prove it, then takes its place. The
+next command that reads or changes the entry undoes a promotion killed before
+that commit, and finishes one killed after it.
 
 An entry is written in a hidden directory next to its final place, synced, and
 renamed into place. Readers never see half an entry, and rename never replaces a
 non-empty directory: of two builds storing the same profile at once, the second
-finds the first one's entry and leaves it alone.
+finds the first one's entry and leaves it alone. Prune moves an entry out of
+sight before removing it. Every change of an entry (store, promote, prune), and
+every read of its kind, holds the entry's lock: prune reads the kind again
+under it before it removes an entry, so a profile promoted since prune read the
+kinds stays, and a promotion that waited for prune finds its entry gone and
+says so. A store, prune or promotion killed leaves a hidden .partial file or
+folder; list, verify and prune remove those whose process (on this host) is
+gone, and name those of live processes and of other hosts.
 
 The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
 Buildbot builder points --archive at a worker directory that it uploads to the
@@ -30,11 +42,17 @@ master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
 and the build's number) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
-of training. "latest" is the newest entry, not pending, of the same product line (major.minor),
+of training. "latest" is the entry, not pending, of the same product line (major.minor),
 no newer than the version built, for the same target, GCC version and flags
-fingerprint; any other difference in those is refused before building. A damaged
-entry is passed over and named, never taken (`pgo archive verify` says what is wrong). GCC also
-checksums each function's source file path and line: a profile applies in full only
+fingerprint, trained by the newest training workload (the workload version its
+training's report names: profile_load's for MariaDB), of those the newest version,
+then the newest made; it says which it took, and names the newer versions it passed
+over for an older workload. The import names the workload version that trained the
+profile, and so do `list` and `verify` (`show`: the manifest's training). A
+named profile of another product, target, GCC version or flags fingerprint is
+refused before building. A damaged entry is passed over and named, never taken
+(`pgo archive verify` says what is wrong). GCC also checksums each function's
+source file path and line: a profile applies in full only
 to builds from the same source path, which pgo/source.py gives every build of one
 product line (its line's tree in the download cache), so a profile of 10.11.18 keeps
 every function 10.11.19 did not change or move; other source is stale: the optimised build fails when GCC discarded the
@@ -76,6 +94,7 @@ KINDS = ("release", "pending", "nightly")
 RANK = {"nightly": 0, "pending": 1, "release": 2}
 BUILD_KINDS = ("release", "nightly")     # what a build is meant to be; its profile is pending until published
 KIND = "kind.json"
+STAGED_KIND = "kind.json.next"      # a change of kind on its way (change_kind)
 BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
 # A reused profile from other source loses the functions whose control flow,
 # lines or source path changed (GCC discards their counters) and the objects
@@ -123,19 +142,35 @@ class Entry:
         try:
             return json.loads((self.path / MANIFEST).read_text())
         except (OSError, ValueError) as e:
+            if not self.path.is_dir():
+                raise Gone(self) from None
             raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
 
     def kind(self):
-        """The manifest's kind, or kind.json's once promoted: only as sha256sums.txt proves it."""
-        listed = listed_sums(self)
-        if not (self.path / KIND).is_file() and KIND not in listed:
-            return self.manifest()["kind"]
-        problem = sum_problem(self, KIND, listed)
-        kind = None if problem else read_json(self.path / KIND).get("kind")
-        if kind not in KINDS:
-            raise PipelineError(f"archive entry {self.name}: {problem or f'{KIND} names no known kind'}, "
-                                "so its kind is unknown (see `pgo archive verify`)")
-        return kind
+        """The entry's kind, read under its lock: never between the steps of a promotion."""
+        with held(self):
+            return proven_kind(self)
+
+
+class Gone(PipelineError):
+    """An entry removed (pruned) after it was found, before it could be read or changed."""
+
+    def __init__(self, entry):
+        super().__init__(f"archived profile {entry.name} was removed meanwhile (by `pgo archive prune`, "
+                         "or by hand)")
+
+
+def proven_kind(entry):
+    """The manifest's kind, or kind.json's once promoted: only as sha256sums.txt proves it."""
+    listed = listed_sums(entry)
+    if not (entry.path / KIND).is_file() and KIND not in listed:
+        return entry.manifest()["kind"]
+    problem = sum_problem(entry, KIND, listed)
+    kind = None if problem else read_json(entry.path / KIND).get("kind")
+    if kind not in KINDS:
+        raise PipelineError(f"archive entry {entry.name}: {problem or f'{KIND} names no known kind'}, "
+                            "so its kind is unknown (see `pgo archive verify`)")
+    return kind
 
 
 # What reading a damaged entry raises: an unreadable file, or a manifest of the wrong shape.
@@ -186,24 +221,33 @@ def store(workdir, root, kind, out=print):
         source = find(root_of(settings.archive), archived_entry(workdir, "archived"))
         verify(source)
         entry = Entry(root, source.name)
-        fill = lambda partial: copy_entry(source.path, partial)
+        fill = lambda partial: copy_entry(source, partial)
     else:
         manifest, files = manifest_of(workdir, kind)
         entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
                             f"{manifest['compiler']['version']}/{manifest['profile_id']}")
         fill = lambda partial: write_entry(partial, manifest, files)
-    if entry.path.exists() or not write_atomically(entry, root, fill, out):
-        existing(entry, out)
-    settle_kind(entry, kind, out)
-    return entry
+    for _ in range(3):
+        placed = not entry.path.exists() and write_atomically(entry, root, fill, out)
+        try:
+            with held(entry):
+                if not placed:
+                    existing(entry, out)
+                settle_kind(entry, kind, out)
+            return entry
+        except Gone:
+            out(f"the entry of profile {entry.profile_id} was removed (pruned) meanwhile: storing it again")
+    raise Gone(entry)
 
 
 def copy_entry(source, partial):
-    # Not a hidden file: that is a promotion's kind.json or checksums being written.
-    for path in (p for p in source.iterdir() if not p.name.startswith(".")):
-        shutil.copy2(path, partial / path.name)
-        with open(partial / path.name, "rb") as f:
-            os.fsync(f.fileno())
+    """An entry's files as one state of it (the lock keeps a promotion from changing them meanwhile)."""
+    with held(source):
+        for name in (ARCHIVE, MANIFEST, KIND, SUMS):
+            if (source.path / name).is_file():
+                shutil.copy2(source.path / name, partial / name)
+                with open(partial / name, "rb") as f:
+                    os.fsync(f.fileno())
 
 
 def write_atomically(entry, root, fill, out):
@@ -277,32 +321,82 @@ def existing(entry, out):
 
 
 def settle_kind(entry, wanted, out):
-    """Promote an entry to the kind it is stored as again, when that is higher; never demote it. Say which."""
-    with locked(entry):
-        current = entry.kind()
-        if RANK[wanted] > RANK[current]:
-            history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
-            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            kind = atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
-                                                                             "at": now}]})
-            # Checksums first: a promotion cut short between the two writes leaves damage that
-            # verify reports, never a kind taken on trust.
-            write_sums(entry.path, kind)
-            atomic.write(entry.path / KIND, kind)
-            out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
-        elif wanted != current:
-            out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+    """Promote an entry (held) to the kind it is stored as again, when that is higher; never demote it. Say which."""
+    current = proven_kind(entry)
+    if RANK[wanted] > RANK[current]:
+        history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        change_kind(entry, atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
+                                                                                     "at": now}]}))
+        out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
+    elif wanted != current:
+        out(f"profile {entry.profile_id} stays {current} (asked to store it as {wanted}: kinds are never lowered)")
+
+
+def change_kind(entry, kind):
+    """Replace kind.json by `kind` (bytes), and sha256sums.txt by checksums that prove it, so that a kill
+    at any point leaves the old kind or the new one, never a kind.json its checksums do not prove.
+
+    Two files cannot change in one rename, so sha256sums.txt is the commit: the new kind.json is
+    staged beside the old one first, then the new checksums replace the old ones, then the staged
+    file takes kind.json's place. Whoever holds the entry next (held) finishes a committed change,
+    or drops a staged file the checksums do not prove.
+    """
+    atomic.write(entry.path / STAGED_KIND, kind)
+    sync_dir(entry.path)
+    write_sums(entry.path, kind)
+    sync_dir(entry.path)
+    os.replace(entry.path / STAGED_KIND, entry.path / KIND)
+    sync_dir(entry.path)
+
+
+def finish_change(entry):
+    """Finish the change of kind a killed command committed, or undo the one it did not (change_kind)."""
+    staged = entry.path / STAGED_KIND
+    if not staged.is_file():
+        return
+    try:
+        if listed_sums(entry).get(KIND) == sha256_file(staged):
+            os.replace(staged, entry.path / KIND)
+        else:
+            staged.unlink()
+        sync_dir(entry.path)
+    except OSError as e:
+        raise PipelineError(f"archived profile {entry.name}: cannot finish the change of its kind that a killed "
+                            f"command left half done: {e.strerror or e}") from e
 
 
 @contextmanager
 def locked(entry):
-    """One promotion of an entry at a time: two would each rewrite kind.json and its checksum."""
-    fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """The entry's lock: one change of it at a time (promote, store, prune), and no reader between a
+    change's steps. Prune removes an entry under it, so the entry waited for may be gone (Gone), or
+    another one stored under its name since: then that one is locked."""
+    while True:
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            raise Gone(entry) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now = os.stat(entry.path)
+            except FileNotFoundError:
+                raise Gone(entry) from None
+            mine = os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+                yield
+                return
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def held(entry):
+    """The entry locked, and in one state: a change of its kind that a killed command left half done is
+    finished or undone first."""
+    with locked(entry):
+        finish_change(entry)
         yield
-    finally:
-        os.close(fd)
 
 
 def archived_entry(workdir, use):
@@ -321,7 +415,8 @@ def archived_entry(workdir, use):
 
 def promote(root, name, kind, out=print):
     entry = find(root, name)
-    settle_kind(entry, kind, out)
+    with held(entry):
+        settle_kind(entry, kind, out)
     return entry
 
 
@@ -418,6 +513,13 @@ def sum_problem(entry, name, listed):
 
 def unpack(entry, dest):
     """Check an entry completely and unpack its .gcda files into dest (created); return its manifest."""
+    with held(entry):
+        manifest = unpack_held(entry, dest)
+    readable_functions(dest, sorted(dest.glob("*.gcda")), manifest["compiler"]["version"])
+    return manifest
+
+
+def unpack_held(entry, dest):
     problems = check_sums(entry)
     if problems:
         raise PipelineError(f"archived profile {entry.name} is damaged: {'; '.join(problems)}")
@@ -449,7 +551,6 @@ def unpack(entry, dest):
         missing = sorted(set(expected) - seen)
         raise PipelineError(f"archived profile {entry.name} lacks {len(missing)} files its manifest lists "
                             f"({', '.join(missing[:3])})")
-    readable_functions(dest, sorted(dest.glob("*.gcda")), manifest["compiler"]["version"])
     return manifest
 
 
@@ -483,7 +584,9 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
             if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
                     and version_key(m["version"]) <= version_key(version)
                     and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
-                candidates.append((version_key(m["version"]), m["created"], entry))
+                candidates.append(((workload_key(m), version_key(m["version"]), m["created"]), entry, m))
+        except Gone:
+            continue
         except DAMAGE as e:
             passed_over.append(damage(entry, e))
     for problem in passed_over:
@@ -492,7 +595,36 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
         raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
                             f"{version} built by GCC {compiler_version} for {target} with flags "
                             f"{flags_fingerprint}" + passed_over_note(passed_over))
-    return max(candidates, key=lambda c: c[:2])[2]
+    # A newer training workload first: it was changed because the older one missed code that
+    # matters (docs/training-limit-11.8.6-minimal-11.8/), which a newer release does not make up for.
+    (workload, *newest), entry, m = max(candidates, key=lambda c: c[0])
+    print(f"[import] latest is {entry.name}: {m['product']} {m['version']}, trained by {trained_by(m)}; the "
+          f"newest training workload, then the newest version, of {len(candidates)} compatible profiles",
+          flush=True)
+    for (their_workload, *their_newest), other, theirs in sorted(candidates, key=lambda c: c[0], reverse=True):
+        if their_workload < workload and their_newest > newest:
+            print(f"[import] passed over {other.name} ({theirs['product']} {theirs['version']}): trained by "
+                  f"{trained_by(theirs)}, older than the chosen one's", flush=True)
+    return entry
+
+
+def workload_version(manifest):
+    """The version of the training workload that made a profile, as its training's report gave it
+    (profile_load's PROFILE_LOAD_VERSION); None when the manifest records none."""
+    training = manifest.get("training")
+    version = training.get("workload_version") if isinstance(training, dict) else None
+    return None if version is None else str(version)
+
+
+def workload_key(manifest):
+    """Sorts newer workload versions higher, and a profile whose workload is unknown lowest."""
+    parts = (workload_version(manifest) or "").split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else ()
+
+
+def trained_by(manifest):
+    version = workload_version(manifest)
+    return f"workload version {version}" if version else "a workload of unknown version (its manifest names none)"
 
 
 def incompatibilities(manifest, product, target, compiler_version, flags_fingerprint):
@@ -558,7 +690,7 @@ def import_profile(ctx, log):
                            "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
     contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
     lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
-             f"{manifest['functions']} functions)"]
+             f"{manifest['functions']} functions), trained by {trained_by(manifest)}"]
     if stale:
         lines.append(f"stale: trained on {manifest['product']} {manifest['version']} source "
                      f"{manifest['source']['checksum'][:12]}, this is {s.version} source {source['checksum'][:12]}")
@@ -591,27 +723,72 @@ def unpublished_kind(settings):
 def prune(root, keep, dry_run, out=print):
     """Keep every release; of the nightlies, and of the pending profiles of releases never published,
     keep the newest `keep` per kind, product line, platform and config."""
+    for line in sweep_leftovers(root):
+        out(line)
     groups = {}
     for entry in entries(root):
-        m, kind = entry.manifest(), entry.kind()
+        try:
+            m, kind = entry.manifest(), entry.kind()
+        except Gone:
+            continue
         if kind != "release":
             key = (kind, m["product"], m["line"], m["compiler"]["target"], m["compiler"]["version"], m["config"])
             groups.setdefault(key, []).append((m["created"], entry))
     removed = []
-    for nightlies in groups.values():
-        nightlies.sort(key=lambda n: n[0], reverse=True)
-        for _, entry in nightlies[keep:]:
-            removed.append(entry)
-            out(f"{'would remove' if dry_run else 'removing'} {entry.name}")
-            if not dry_run:
-                # Out of sight first, so that no reader finds half an entry; a killed prune's is swept.
-                doomed = atomic.hidden(entry.path)
-                try:
-                    entry.path.rename(doomed)
-                    shutil.rmtree(doomed)
-                except OSError as e:
-                    raise PipelineError(f"cannot remove {entry.name}: {e.strerror or e}") from e
+    for (kind, *_), group in groups.items():
+        group.sort(key=lambda n: n[0], reverse=True)
+        for _, entry in group[keep:]:
+            if dry_run:
+                out(f"would remove {entry.name}")
+                removed.append(entry)
+            elif remove_entry(entry, kind, out):
+                removed.append(entry)
     return removed
+
+
+def remove_entry(entry, kind, out):
+    """Remove an entry prune chose as a `kind`, unless it is one no longer. Its kind is read again under
+    its lock, which promote and store hold while they change it: one promoted since prune read the kinds
+    stays, and one that prune holds is promoted by no one (they wait, and find it gone)."""
+    try:
+        with held(entry):
+            now = proven_kind(entry)
+            if now != kind:
+                out(f"keeping {entry.name}: it is {now} now")
+                return False
+            out(f"removing {entry.name}")
+            # Out of sight first, so that no reader finds half an entry; a killed prune's is swept.
+            doomed = atomic.hidden(entry.path)
+            try:
+                entry.path.rename(doomed)
+                shutil.rmtree(doomed)
+            except OSError as e:
+                raise PipelineError(f"cannot remove {entry.name}: {e.strerror or e}") from e
+    except Gone:
+        out(f"{entry.name} is gone already")
+        return False
+    return True
+
+
+# --- unfinished writes --------------------------------------------------------
+
+def sweep_leftovers(root):
+    """Remove the hidden files and folders that writers on this host left unfinished and did not live
+    to remove (a store, a prune or a promotion killed); return a line on each, and on each left alone:
+    of a live writer, or of another host (whose processes pgo cannot see)."""
+    parents = {path.parent for pattern in (f"*/*/*/.*{atomic.SUFFIX}", f"*/*/*/*/.*{atomic.SUFFIX}")
+               for path in root.glob(pattern)} if root.is_dir() else set()
+    told = []
+    for parent in sorted(p for p in parents if not any(part.startswith(".") for part in p.relative_to(root).parts)):
+        for path in atomic.sweep(parent):
+            told.append(f"removed {path.relative_to(root)}: the unfinished write of pid "
+                        f"{atomic.local_writer(path)} on this host, which is gone")
+        for path in sorted(parent.glob(f".*{atomic.SUFFIX}")):
+            pid = atomic.local_writer(path)
+            told.append(f"left {path.relative_to(root)}: " + (
+                f"pid {pid} on this host is still writing it" if pid is not None else
+                "an unfinished write of another host; remove it by hand once no pgo there writes to this archive"))
+    return told
 
 
 # --- command line -------------------------------------------------------------
@@ -672,12 +849,16 @@ def cmd_promote(args):
 def cmd_list(args):
     """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
     root = root_of(args.archive)
+    leftovers = sweep_leftovers(root)
     rows = []
     for entry in entries(root):
         try:
             m = entry.manifest()
             rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
-                         "gcda_files": len(m["files"]), "builder": m["built_by"].get("builder")})
+                         "workload_version": workload_version(m), "gcda_files": len(m["files"]),
+                         "builder": m["built_by"].get("builder")})
+        except Gone:
+            continue
         except DAMAGE as e:
             rows.append({"name": entry.name, "kind": "damaged", "problem": damage(entry, e)})
     if args.json:
@@ -685,7 +866,12 @@ def cmd_list(args):
     elif not rows:
         print(f"no archived profiles in {root}")
     for row in [] if args.json else rows:
-        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {row.get('created', row.get('problem'))}")
+        trained = f"workload {row['workload_version'] or '?':<3}" if "created" in row else ""
+        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {trained:<12} "
+              f"{row.get('created', row.get('problem'))}")
+    # Beside the JSON, not in it: what parses the rows gets entries only.
+    for line in leftovers:
+        print(line, file=sys.stderr if args.json else sys.stdout)
     damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
     if damaged:
         print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
@@ -700,6 +886,8 @@ def cmd_show(args):
 
 def cmd_verify(args):
     root = root_of(args.archive)
+    for line in sweep_leftovers(root):
+        print(line)
     chosen = [find(root, args.name)] if args.name else entries(root)
     if not chosen:
         raise PipelineError(f"no archived profiles in {root}")
@@ -707,7 +895,10 @@ def cmd_verify(args):
     for entry in chosen:
         try:
             manifest = verify(entry)
-            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions)")
+            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions, "
+                  f"trained by {trained_by(manifest)})")
+        except Gone as e:
+            print(f"gone    {entry.name}: {e}")
         except PipelineError as e:
             failed += 1
             print(f"FAILED  {entry.name}: {e}")

@@ -79,11 +79,23 @@ def json_bytes(data):
 
 
 def sweep(parent):
-    """Remove the hidden files and folders in parent whose process on this host is gone."""
-    for path in Path(parent).glob(f".*{SUFFIX}"):
-        writer, _, pid = path.name.removesuffix(SUFFIX).rpartition(".")
-        if writer.endswith(f".{socket.gethostname()}") and pid.isdigit() and not alive(int(pid)):
+    """Remove the hidden files and folders in parent whose process on this host is gone; return them."""
+    removed = []
+    for path in sorted(Path(parent).glob(f".*{SUFFIX}")):
+        pid = local_writer(path)
+        if pid is not None and not alive(pid):
             remove(path)
+            removed.append(path)
+    return removed
+
+
+def local_writer(path):
+    """The pid of the process on this host that fills the hidden `path`; None when another host's
+    (a pid there says nothing here) or not a hidden name of this module."""
+    writer, _, pid = Path(path).name.removesuffix(SUFFIX).rpartition(".")
+    if Path(path).name.endswith(SUFFIX) and writer.endswith(f".{socket.gethostname()}") and pid.isdigit():
+        return int(pid)
+    return None
 
 
 def remove(path):

@@ -123,8 +123,15 @@ def current(ctx, field):
     if field == FLAGS_ID:
         return fingerprint(ctx.config)
     if field == PROFILE_ID:
-        return profile.profile_id(ctx.profile, ctx.settings.version) if profile.gcda_files(ctx.profile) else None
+        return profile_id(ctx.workdir, ctx.settings) if profile.gcda_files(ctx.profile) else None
     raise ValueError(field)
+
+
+def profile_id(workdir, settings):
+    """The id of a work directory's profile, named after the version it was trained on: a reused
+    profile's is its archive entry's (the entry's name ends in it), whatever version is built with it."""
+    trained = profile.trained_version(settings.profile_from) if settings.profile_from else settings.version
+    return profile.profile_id(workdir.profile(settings), trained)
 
 
 def describe(field, value):
@@ -278,7 +285,7 @@ def proven_profile(workdir, settings, use):
         if phase not in done:
             raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
                                 f"its profile is not proven, so it is not {use}")
-    now = profile.profile_id(workdir.profile(settings), settings.version)
+    now = profile_id(workdir, settings)
     used = done["optimized"]["identity"][PROFILE_ID]
     if now != used:
         raise PipelineError(f"the profile in {workdir.profile(settings)} is {now}, but the optimised build used "

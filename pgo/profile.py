@@ -57,6 +57,12 @@ def profile_id(profile_dir, version):
     return f"{version}-{digest.hexdigest()[:12]}"
 
 
+def trained_version(name):
+    """The version a profile id says its profile was trained on; `name` may be an archive entry's name,
+    which ends in the id."""
+    return name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+
+
 # GCC's --param hot-bb-count-fraction: without LTO a block is hot when its count reaches
 # the sum_max of its object's summary divided by this (with LTO, see quality()).
 HOT_BB_COUNT_FRACTION = 10000

@@ -4,8 +4,11 @@ import json
 import os
 import resource
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,13 +54,13 @@ def store(workdir, root, *extra, **limits):
     return pgo("archive", "store", "--workdir", workdir, "--archive", root, *extra, archive_root=root, **limits)
 
 
-def fixture_source(directory, version, old=None, new=None):
+def fixture_source(directory, version, old=None, new=None, file="hot.c"):
     shutil.copytree(FIXTURE, directory)
     (directory / "VERSION").write_text(version + "\n")
     if old:
-        hot = directory / "src" / "hot.c"
-        assert old in hot.read_text()
-        hot.write_text(hot.read_text().replace(old, new))
+        changed = directory / "src" / file
+        assert old in changed.read_text()
+        changed.write_text(changed.read_text().replace(old, new))
     return directory
 
 
@@ -504,3 +507,307 @@ def test_a_release_builds_profile_stored_by_hand_is_pending_until_published(trai
     one_line_error(build(tmp_path / "reuse", root, "--profile-from", "latest"), "no archived profile", "fits")
     ok(pgo("archive", "promote", "--workdir", work, "--archive", root, archive_root=root))
     assert kinds(root) == ["release"]
+
+
+# --- interruptions and races (issue 28) -----------------------------------------
+
+# A pgo command whose Nth step on the archive is never taken: just before it, the process sends
+# itself SIGKILL (a crash, a lost VM) or SIGSTOP (so that another command gets in between). A
+# step is a call that changes the file system at or below plan["root"] (with plan["reads"], also
+# one that opens or locks there), counted once a call touched plan["after"] (if given); with
+# plan["only"], only calls of those names count. The code under test runs unchanged.
+INTERRUPTED = r"""
+import builtins, fcntl, io, json, os, signal, sys
+from pgo import cli
+
+plan = json.loads(sys.argv[1])
+steps, started = 0, "after" not in plan
+
+def place(arg, dir_fd=None):
+    if isinstance(arg, int):
+        return os.readlink(f"/proc/self/fd/{arg}")
+    path = os.fsdecode(os.fspath(arg))
+    return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path) if dir_fd is not None else os.path.abspath(path)
+
+def within(path, top):
+    return path == top or path.startswith(top + os.sep)
+
+def step(name, real, classify):
+    def call(*args, **kw):
+        global steps, started
+        paths, changes = classify(*args, **kw)
+        places = [place(p, kw.get("dir_fd")) for p in paths]
+        if not started:
+            started = any(within(p, plan["after"]) for p in places)
+        elif ((changes or plan.get("reads")) and name in plan.get("only", [name])
+              and any(within(p, plan["root"]) for p in places)):
+            steps += 1
+            if steps == plan["at"]:
+                print(f"{name}({', '.join(places)})", file=sys.stderr, flush=True)
+                os.kill(os.getpid(), getattr(signal, "SIG" + plan.get("signal", "KILL")))
+        return real(*args, **kw)
+    return call
+
+def opened(file, mode="r", *args, **kw):
+    return ([] if isinstance(file, int) else [file]), any(c in mode for c in "wax+")
+
+def os_opened(path, flags, *args, **kw):
+    return [path], bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+
+one = lambda path, *args, **kw: ([path], True)
+two = lambda src, dst, *args, **kw: ([src, dst], True)
+for name, classify in (("unlink", one), ("rmdir", one), ("mkdir", one), ("fsync", one),
+                       ("replace", two), ("rename", two), ("open", os_opened)):
+    setattr(os, name, step(name, getattr(os, name), classify))
+io.open = builtins.open = step("open", io.open, opened)
+fcntl.flock = step("flock", fcntl.flock, lambda fd, operation: ([fd], False))
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def interrupted(plan, *args, archive_root, wait=True):
+    """Run `pgo ARGS` as INTERRUPTED says; the finished process, or the running one (wait=False)."""
+    env = {**os.environ, "PGO_ARCHIVE": str(archive_root), "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-c", INTERRUPTED, json.dumps(plan), *map(str, args)], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return process
+    out, err = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def listed(root):
+    """{entry name: kind} as `pgo archive list` tells them; it must succeed."""
+    return {row["name"]: row["kind"] for row in json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)}
+
+
+@pytest.fixture(scope="module")
+def nightlies(tmp_path_factory):
+    """Two nightly builds of the line, 1.0.1 and then 1.0.2, archived; tests copy the archive."""
+    base = tmp_path_factory.mktemp("nightlies")
+    for patch in (1, 2):
+        src = fixture_source(base / f"src{patch}", f"1.0.{patch}")
+        ok(build(base / f"w{patch}", base / "archive", "--archive-kind", "nightly", version=f"1.0.{patch}", source=src))
+    older, newer = archive.entries(base / "archive")
+    return base, older, newer
+
+
+def nightlies_copy(nightlies, tmp_path):
+    root = tmp_path / "archive"
+    shutil.copytree(nightlies[0] / "archive", root)
+    return root, *(archive.Entry(root, entry.name) for entry in nightlies[1:])
+
+
+# Every change to an archive entry, killed before each of its steps: the archive it starts from
+# (both nightlies; 1.0.1's made pending by a store; 1.0.1's removed), the command, and the kind
+# of 1.0.1's entry before and after the change ("absent": none).
+CHANGES = {
+    "promote": ("nightlies", ["archive", "promote", "{entry}", "--kind", "release"], "nightly", "release"),
+    "store again as a higher kind": ("pending", ["archive", "store", "--workdir", "{work}", "--kind", "release"],
+                                     "pending", "release"),
+    "store a new entry": ("without it", ["archive", "store", "--workdir", "{work}", "--kind", "nightly"],
+                          "absent", "nightly"),
+    "prune": ("nightlies", ["archive", "prune", "--keep", "1"], "nightly", "absent"),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_an_archive_change_killed_at_any_step_leaves_every_entry_whole(nightlies, tmp_path, change):
+    """Afterwards list, verify, store and promote work, and the entry is as before or as after, never damaged."""
+    start, command, before, after = CHANGES[change]
+    work = nightlies[0] / "w1"
+    initial, entry, newer = nightlies_copy(nightlies, tmp_path / "initial")
+    if start == "pending":
+        ok(store(work, initial, "--kind", "pending"))
+    elif start == "without it":
+        shutil.rmtree(entry.path)
+    assert listed(initial).get(entry.name, "absent") == before
+    root = tmp_path / "archive"
+    entry, newer = archive.Entry(root, entry.name), archive.Entry(root, newer.name)
+    args = [arg.format(entry=entry.name, work=work) for arg in command] + ["--archive", root]
+    step = 0
+    while True:
+        step += 1
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(initial, root)
+        result = interrupted({"root": str(root), "at": step}, *args, archive_root=root)
+        if result.returncode == 0:
+            break               # the change was done before this step: every step was tried
+        print(f"{change}: killed before step {step}: {result.stderr.strip()}")
+        assert result.returncode == -signal.SIGKILL, result.stderr
+        found = listed(root)
+        assert found.get(entry.name, "absent") in (before, after) and found[newer.name] == "nightly", (step, found)
+        ok(pgo("archive", "verify", archive_root=root))
+        ok(store(work, root, "--kind", "nightly"))
+        ok(pgo("archive", "promote", entry.name, "--kind", "release", archive_root=root))
+        assert listed(root) == {entry.name: "release", newer.name: "nightly"}, step
+    assert step > 3, f"{change}: the hook saw only {step - 1} steps"
+    assert listed(root).get(entry.name, "absent") == after
+
+
+def test_prune_keeps_an_entry_promoted_after_it_read_the_kinds(nightlies, tmp_path):
+    """prune --keep 1 reads both nightlies' kinds, then stops; meanwhile 1.0.1's profile is made a release."""
+    root, entry, newer = nightlies_copy(nightlies, tmp_path)
+    # Stopped at its first touch of 1.0.1 after reading 1.0.2: it has read every kind, decided, acts next.
+    prune = interrupted({"root": str(entry.path), "after": str(newer.path), "reads": True, "at": 1, "signal": "STOP"},
+                        "archive", "prune", "--keep", "1", archive_root=root, wait=False)
+    try:
+        wait_until_stopped(prune)
+        ok(pgo("archive", "promote", entry.name, "--kind", "release", archive_root=root))
+    finally:
+        prune.send_signal(signal.SIGCONT)
+        out, err = prune.communicate(timeout=120)
+    assert prune.returncode == 0, out + err
+    assert listed(root) == {entry.name: "release", newer.name: "nightly"}, out
+    ok(pgo("archive", "verify", archive_root=root))
+
+
+def test_a_promotion_waits_for_a_prune_that_holds_its_entry(nightlies, tmp_path):
+    """prune --keep 1 stops just before it removes 1.0.1, which it holds; a promotion of 1.0.1 waits for
+    it, then says the entry is gone: never 'promoted' for an entry that is then removed."""
+    root, entry, newer = nightlies_copy(nightlies, tmp_path)
+    prune = interrupted({"root": str(entry.path), "at": 1, "signal": "STOP"},
+                        "archive", "prune", "--keep", "1", archive_root=root, wait=False)
+    promote = None
+    try:
+        wait_until_stopped(prune)
+        promote = subprocess.Popen([sys.executable, "-m", "pgo", "archive", "promote", entry.name, "--kind", "release"],
+                                   cwd=REPO, env={**os.environ, "PGO_ARCHIVE": str(root)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until_waiting_for_a_lock_or_done(promote)
+    finally:
+        prune.send_signal(signal.SIGCONT)
+        prune.communicate(timeout=120)
+        out, err = promote.communicate(timeout=120) if promote else ("", "")
+    found = listed(root)
+    assert promote.returncode != 0, f"the promotion said {out.strip()!r}; the archive holds {found}"
+    one_line_error(subprocess.CompletedProcess(promote.args, promote.returncode, out, err), entry.name, "removed")
+    assert found == {newer.name: "nightly"}
+    ok(pgo("archive", "verify", archive_root=root))
+
+
+def wait_until_stopped(process, timeout=60):
+    """Until the process has stopped itself (SIGSTOP); it must not finish first."""
+    status = Path(f"/proc/{process.pid}/status")
+    for _ in range(timeout * 20):
+        assert process.poll() is None, process.communicate()
+        if "State:\tT" in status.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {process.pid} never stopped")
+
+
+def wait_until_waiting_for_a_lock_or_done(process, timeout=60):
+    """Until the process waits for a file lock (the kernel lists it in /proc/locks, marked '->'), or has finished."""
+    for _ in range(timeout * 20):
+        if process.poll() is not None:
+            return
+        waiting = [line.split() for line in Path("/proc/locks").read_text().splitlines() if " -> " in line]
+        if any(str(process.pid) in fields for fields in waiting):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {process.pid} neither finished nor waited for a lock")
+
+
+def test_unfinished_writes_are_reported_and_swept_once_their_writer_is_dead(trained, nightlies, tmp_path):
+    """list and verify name every hidden .partial write, and remove those whose process on this host is gone."""
+    root, entry, newer = nightlies_copy(nightlies, tmp_path)
+    # Real processes killed mid-write: a store before it renames its entry into place, a promotion
+    # before it replaces its first file.
+    killed_store = interrupted({"root": str(root), "at": 1, "only": ["rename"]},
+                               "archive", "store", "--workdir", trained[0], "--kind", "nightly", "--archive", root,
+                               archive_root=root)
+    killed_promote = interrupted({"root": str(root), "at": 1, "only": ["replace"]},
+                                 "archive", "promote", entry.name, archive_root=root)
+    assert killed_store.returncode == killed_promote.returncode == -signal.SIGKILL
+    dead = hidden_leftovers(root)
+    assert len(dead) == 2, dead
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        running = entry.path.parent / f".1.0.1-000000000000.{socket.gethostname()}.{live.pid}.partial"
+        elsewhere = newer.path / f".kind.json.another-host.{live.pid}.partial"
+        for leftover in (running, elsewhere):
+            leftover.mkdir()
+        listing = pgo("archive", "list", archive_root=root)
+        assert listing.returncode == 0, listing.stderr
+        for path in dead:
+            assert f"removed {path.relative_to(root)}" in listing.stdout, listing.stdout
+        assert f"{running.relative_to(root)}" in listing.stdout and f"pid {live.pid} on this host" in listing.stdout
+        assert f"{elsewhere.relative_to(root)}" in listing.stdout and "another host" in listing.stdout
+        assert sorted(hidden_leftovers(root)) == sorted([running, elsewhere])
+        as_json = pgo("archive", "list", "--json", archive_root=root)
+        assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 2
+        assert str(running.relative_to(root)) in as_json.stderr
+        verified = pgo("archive", "verify", archive_root=root)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert f"{running.relative_to(root)}" in verified.stdout and f"{elsewhere.relative_to(root)}" in verified.stdout
+    finally:
+        live.kill()
+        live.wait()
+    assert "removed" in ok(pgo("archive", "verify", archive_root=root)).stdout
+    assert hidden_leftovers(root) == [elsewhere]       # another host's: pgo cannot tell whether it lives
+    assert listed(root) == {entry.name: "nightly", newer.name: "nightly"}
+
+
+# --- which profile `latest` takes, and what it is called (issue 28) --------------
+
+WORKLOAD_DEFINE = 'define WORKLOAD_VERSION "1"'
+
+
+def test_latest_takes_the_newest_training_workload_and_says_which(tmp_path):
+    """1.0.1's profile was trained by workload version 1; 1.0.0's again, later, by version 2."""
+    root = tmp_path / "archive"
+    newer_release = fixture_source(tmp_path / "src-1.0.1", "1.0.1")
+    ok(build(tmp_path / "w-1.0.1", root, "--archive-kind", "nightly", version="1.0.1", source=newer_release))
+    newer_workload = fixture_source(tmp_path / "src-1.0.0", "1.0.0", WORKLOAD_DEFINE, 'define WORKLOAD_VERSION "2"',
+                                    file="main.c")
+    ok(build(tmp_path / "w-1.0.0", root, "--archive-kind", "nightly", source=newer_workload))
+    by_version = {e.name.split("/")[1]: e for e in archive.entries(root)}
+
+    reuse = tmp_path / "reuse"
+    result = ok(build(reuse, root, "--profile-from", "latest", version="1.0.1", source=newer_release))
+    assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == by_version["1.0.0"].profile_id
+    assert by_version["1.0.1"].manifest()["training"]["workload_version"] == "1"
+    assert by_version["1.0.0"].manifest()["training"]["workload_version"] == "2"
+    chosen = [line for line in result.stdout.splitlines() if line.startswith("[import] latest")]
+    assert len(chosen) == 1 and by_version["1.0.0"].name in chosen[0] and "workload version 2" in chosen[0], chosen
+    assert any(by_version["1.0.1"].name in line and "workload version 1" in line
+               for line in result.stdout.splitlines() if line.startswith("[import] passed over")), result.stdout
+    imported = next(line for line in result.stdout.splitlines() if line.startswith("[import] profile "))
+    assert "trained by workload version 2" in imported, imported
+    assert json.loads((reuse / "profile-check.json").read_text())["training"]["workload_version"] == "2"
+
+    # Named, not `latest`: the import still says which workload trained it.
+    named = ok(build(tmp_path / "named", root, "--profile-from", by_version["1.0.1"].profile_id, version="1.0.1",
+                     source=newer_release))
+    assert any(line.startswith("[import] profile ") and "trained by workload version 1" in line
+               for line in named.stdout.splitlines()), named.stdout
+    rows = {row["name"]: row for row in json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)}
+    assert {name: row["workload_version"] for name, row in rows.items()} == {
+        by_version["1.0.0"].name: "2", by_version["1.0.1"].name: "1"}
+    text = ok(pgo("archive", "list", archive_root=root)).stdout
+    assert any(line.startswith(by_version["1.0.0"].name) and "workload 2" in line for line in text.splitlines()), text
+    shown = json.loads(ok(pgo("archive", "show", by_version["1.0.0"].profile_id, archive_root=root)).stdout)
+    assert shown["training"]["workload_version"] == "2"
+
+
+# --- what a build that reuses a profile calls it (issue 28) ----------------------
+
+def test_a_reused_profile_keeps_its_archived_id_in_every_record(archive_copy, tmp_path):
+    """1.0.1 built with 1.0.0's profile: its identity names 1.0.0's profile, which the archive holds."""
+    entry = only_entry(archive_copy)
+    work = tmp_path / "reuse"
+    ok(build(work, archive_copy, "--profile-from", "latest", version="1.0.1",
+             source=fixture_source(tmp_path / "src", "1.0.1")))
+    info = json.loads((work / "build-info.json").read_text())
+    state = json.loads((work / "state.json").read_text())
+    assert info["profile_id"] == info["identity"]["profile_id"] == entry.profile_id
+    assert {state["done"][phase]["identity"]["profile_id"] for phase in ("import", "optimized")} == {entry.profile_id}
+    ok(pgo("package", "--workdir", work, "--format", "bintar", "--out", tmp_path / "out", archive_root=archive_copy))
+    packaged = json.loads((tmp_path / "out" / "buildinfo.json").read_text())
+    assert packaged["profile_id"] == packaged["identity"]["profile_id"] == entry.profile_id
+    assert archive.find(archive_copy, packaged["identity"]["profile_id"]) == entry
+    # The profile the work directory used is still proven by its id: storing and promoting it work.
+    ok(store(work, tmp_path / "release-archive", "--kind", "release"))
+    assert only_entry(tmp_path / "release-archive").name == entry.name
+    ok(pgo("archive", "promote", "--workdir", work, archive_root=archive_copy))
