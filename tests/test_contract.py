@@ -18,22 +18,12 @@ import time
 
 import pytest
 
-from conftest import FIXTURE, REPO, run_pgo
+from conftest import FIXTURE, REPO, refused, run_pgo
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINING_BINARY = ("build", "instrumented-install", "bin", "fixture")
 HOT_GCDA = "CMakeFiles#hot.dir#src#hot.c.gcda"
 MAIN_GCDA = "CMakeFiles#fixture.dir#src#main.c.gcda"
-
-
-def refused(result, *phrases):
-    """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
-    assert result.returncode != 0, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert lines and lines[-1].startswith("pgo: error:"), result.stderr
-    for phrase in phrases:
-        assert phrase in lines[-1], lines[-1]
-    return lines[-1]
 
 
 def wrap_training(workdir, after):
