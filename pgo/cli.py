@@ -179,6 +179,7 @@ def cmd_build(args):
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
     ctx.compiler                              # and the compiler, before anything is written
+    ctx.environment                           # and the environment
     if args.pgo == "on":
         check_writable(ctx.profile)
     with workdir.locked():

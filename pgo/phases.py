@@ -13,11 +13,11 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, contract, lines, profile, source
+from pgo import PipelineError, archive, contract, lines, profile, proof, source
 from pgo.atomic import write_json
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import detect, gcov_binary, lto_tools, pgo_flags
+from pgo.toolchain import build_environment, detect, gcov_binary, lto_tools, pgo_flags
 from pgo.workdir import REPO, read_json
 
 
@@ -46,12 +46,20 @@ class Context:
         self.product = self.config.product
         self.profile = workdir.profile(settings)
         self._compiler = None
+        self._environment = None
 
     @property
     def compiler(self):
         if self._compiler is None:
             self._compiler = detect(self.settings.cc, self.settings.cxx)
         return self._compiler
+
+    @property
+    def environment(self):
+        """The environment variables this command's builds depend on (pgo/toolchain.py)."""
+        if self._environment is None:
+            self._environment = build_environment()
+        return self._environment
 
 
 # --- the phases ---------------------------------------------------------------
@@ -111,9 +119,15 @@ def build_variant(ctx, log, variant, comment):
         f"-DCMAKE_CXX_FLAGS={compile_flags}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
         f"-D{ctx.product.comment_variable}={comment}",
+        # The commands CMake generated, without a launcher: the optimisation level each object asks
+        # for, which its own record must show (pgo/proof.py).
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
     ]
+    # CMake reads a compiler launcher from the environment at a tree's first configure only: a tree
+    # configured in another environment is configured again.
+    configured = [str(a) for a in args] + [f"{name}={value}" for name, value in ctx.environment.items()]
     recorded = build_dir / "pgo-configure.json"
-    same = recorded.is_file() and read_json(recorded) == [str(a) for a in args]
+    same = recorded.is_file() and read_json(recorded) == configured
     # The profile is no ninja dependency: an incremental optimised build would
     # keep objects optimised with an older profile.
     if variant == "optimized" or not same:
@@ -121,8 +135,18 @@ def build_variant(ctx, log, variant, comment):
     build_dir.mkdir(parents=True, exist_ok=True)
     contract.new_build_token(build_dir)
     log.run(args)
-    write_json(recorded, [str(a) for a in args])
+    write_json(recorded, configured)
     log.run(["ninja", "-C", build_dir, "-j", str(os.cpu_count() or 2)])
+
+
+def prove_variant(ctx, log, variant):
+    """Each object's own record of the options it was compiled with, judged for its variant (pgo/proof.py)."""
+    build_dir = ctx.workdir.build(variant)
+    flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)[0]
+    records = proof.prove(build_dir, variant, flags, ctx.profile, ctx.product.hot_dirs)
+    log.note(f"read the options that {records['recorded']} of {records['objects']} objects recorded, "
+             f"in {records['seconds']} s")
+    return records
 
 
 def shell_words(flags):
@@ -203,7 +227,8 @@ def build_optimized(ctx, log):
     build_dir = ctx.workdir.build("optimized")
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
-    verdict = profile.judge_use(warnings, build_dir, ctx.product.hot_dirs,
+    records = prove_variant(ctx, log, "optimized")
+    verdict = profile.judge_use(warnings, records, ctx.profile, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict["profile_id"] = profile_id
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
@@ -215,6 +240,13 @@ def build_optimized(ctx, log):
 
 def build_plain(ctx, log):
     build_variant(ctx, log, "plain", f"{comment_base(ctx)}, plain build (no PGO)")
+    # The baseline a PGO build is measured against: no profile option may reach it either.
+    records = prove_variant(ctx, log, "plain")
+    if records["faults"]:
+        first = records["first_fault"]
+        raise PipelineError(f"the plain build's object {first}.o was not compiled as a build without profile of "
+                            f"this configuration: {', '.join(records['faults'][first])} (its own record of its "
+                            f"options; {len(records['faults'])} of {records['objects']} objects)")
 
 
 def stage(ctx, log):
@@ -258,7 +290,8 @@ PHASES = {p.name: p for p in (
     Phase("instrumented", "configure + build with -fprofile-generate, install for training", build_instrumented),
     Phase("train", "run the training workload against the instrumented server", train),
     Phase("check", "check the profile reached the hot objects", check_profile),
-    Phase("optimized", "configure + build with -fprofile-use, count profile warnings", build_optimized),
+    Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
+          build_optimized),
     Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
     Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),

@@ -304,7 +304,11 @@ def quality(by_object, hot_dirs, setup_counts=None, lto=False):
 
 
 def compiler_warnings(log_text, hot_dirs, source_root, objects):
-    """Count the optimising compiler's profile warnings in a build log."""
+    """Count the optimising compiler's profile warnings in a build log.
+
+    missing_hot_objects names every hot object a warning took the profile from: no .gcda, or a
+    function the .gcda has no counters for.
+    """
     missing = set()
     for match in MISSING_PROFILE.finditer(log_text):
         name = Path(match.group(1)).name
@@ -323,11 +327,14 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects):
             discarded.add(function)
             if SOURCE_MOVED in line:
                 moved.add(function)
-    missing_hot = sorted(o for o in missing if any(in_dir(o, d) for d in hot_dirs))
+    missing_hot = hot_only(missing, hot_dirs)
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
             "functions_without_profile": len(functions_without),
-            "coverage_mismatch": len(discarded), "source_moved": len(moved),
-            "missing_hot_objects": missing_hot[:50]}
+            "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot}
+
+
+def hot_only(objects, hot_dirs):
+    return sorted(o for o in objects if any(in_dir(o, d) for d in hot_dirs))
 
 
 def objects_by_source(objects):
@@ -340,14 +347,31 @@ def objects_by_source(objects):
     return sources
 
 
-def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
+def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     """Whether the optimised build really used its profile: the verdict, with the hot coverage and
-    `passed`; `problems` says why not."""
-    hot_objects = [o for o in compiled_objects(build_dir) if any(in_dir(o, d) for d in hot_dirs)]
+    `passed`; `problems` says why not.
+
+    Proven from the build's own output: every object's record of its options (records, from
+    pgo/proof.py prove()) must show the profile in effect, and a hot object counts as covered only
+    when, besides, its .gcda is in the profile and no warning of the compiler took its profile
+    away (compiler_warnings()).
+    """
+    hot_objects = hot_only(compiled_objects(build_dir), hot_dirs)
     if not hot_objects:
         raise PipelineError(f"the optimised build has no objects in the hot directories {', '.join(hot_dirs)}")
-    coverage = 1 - warnings["missing_profile_hot"] / len(hot_objects)
+    in_effect = set(records["in_effect"])
+    with_data = {object_of(p.name) for p in gcda_files(profile_dir) if p.stat().st_size > 0}
+    taken = set(warnings["missing_hot_objects"])
+    covered = [o for o in hot_objects if o in in_effect and o in with_data and o not in taken]
+    coverage = len(covered) / len(hot_objects)
     problems = []
+    faults = records["faults"]
+    if faults:
+        first = records["first_fault"]
+        problems.append(f"{'hot object' if records['hot_faults'] else 'object'} {first}.o was not compiled with the "
+                        f"profile in effect: {', '.join(faults[first])} (its own record of its options; "
+                        f"{records['hot_faults']} of {len(hot_objects)} hot objects, "
+                        f"{len(faults) - records['hot_faults']} others)")
     if warnings["coverage_mismatch"] > max_mismatch:
         problems.append(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
                         "the profile does not fit this source; see the build log")
@@ -357,5 +381,10 @@ def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     elif coverage < min_hot_coverage:
         problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
                         f"{min_hot_coverage:.0%}): the profile does not fit this build")
-    return dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3),
+    return dict(warnings, missing_hot_objects=warnings["missing_hot_objects"][:50], hot_objects=len(hot_objects), hot_in_effect=len(in_effect & set(hot_objects)),
+                hot_with_profile=len(covered), hot_coverage=round(coverage, 3),
+                objects_without_profile_hot=sorted(set(hot_objects) - set(covered))[:50],
+                proof={"objects": records["objects"], "recorded": records["recorded"],
+                       "seconds": records["seconds"],
+                       "faults": [{"object": o, "faults": faults[o]} for o in sorted(faults)[:50]]},
                 passed=not problems, problems=problems)
