@@ -61,7 +61,7 @@ ITEMS = (
          "with the check's identity; not written for an imported profile (no notes)"),
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
          "the optimised build's profile check: passed or not, the hot objects whose own record of their "
-         "options shows the profile in effect, hot coverage, warnings, with its "
+         "options shows the profile in effect, hot coverage, warnings, whether the profile is stale, with its "
          "identity (profile id, compiler, build environment) and the build token of the tree it checked"),
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),

@@ -222,20 +222,35 @@ def describe_check(figures):
 
 
 def build_optimized(ctx, log):
-    profile_id = read_json(ctx.workdir.root / contract.PROFILE_CHECK)["profile_id"]
-    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, profile {profile_id}")
+    check = read_json(ctx.workdir.root / contract.PROFILE_CHECK)
+    profile_id, stale = check["profile_id"], stale_origin(check)
+    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, {profile_mark(profile_id, stale)}")
     build_dir = ctx.workdir.build("optimized")
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
     records = prove_variant(ctx, log, "optimized")
     verdict = profile.judge_use(warnings, records, ctx.profile, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
-    verdict["profile_id"] = profile_id
+    verdict.update(profile_id=profile_id, stale=stale is not None, trained_on=stale)
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
     contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
     print(lines.profile_use(profile_id, verdict), flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
+
+
+def stale_origin(check):
+    """What a reused profile was trained on, when that is other source than this build's
+    ({"version", "source_checksum"}); None for a profile of this very source."""
+    reused = check.get("reused") or {}
+    return {"version": reused["version"], "source_checksum": reused["source_checksum"]} if reused.get("stale") else None
+
+
+def profile_mark(profile_id, stale):
+    """How the optimised binary names its profile (@@version_comment): a stale one says so."""
+    if stale is None:
+        return f"profile {profile_id}"
+    return f"stale profile {profile_id} (trained on {stale['version']} source {stale['source_checksum'][:12]})"
 
 
 def build_plain(ctx, log):
@@ -272,6 +287,7 @@ def stage(ctx, log):
         "identity": identity,
         "check": check,
         "profile_id": check["profile_id"] if check else None,
+        "stale_profile": bool(check and check.get("stale")),
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],

@@ -306,8 +306,9 @@ def quality(by_object, hot_dirs, setup_counts=None, lto=False):
 def compiler_warnings(log_text, hot_dirs, source_root, objects):
     """Count the optimising compiler's profile warnings in a build log.
 
-    missing_hot_objects names every hot object a warning took the profile from: no .gcda, or a
-    function the .gcda has no counters for.
+    The lists name every hot object a warning took the profile from: missing_hot_objects (no
+    .gcda, or a function the .gcda has no counters for), mismatch_hot_objects (GCC dropped a
+    function's counters: its control flow or lines changed since training).
     """
     missing = set()
     for match in MISSING_PROFILE.finditer(log_text):
@@ -330,11 +331,29 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects):
     missing_hot = hot_only(missing, hot_dirs)
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
             "functions_without_profile": len(functions_without),
-            "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot}
+            "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot,
+            "mismatch_hot_objects": hot_only(warned_objects(log_text, COVERAGE_MISMATCH), hot_dirs)}
 
 
 def hot_only(objects, hot_dirs):
     return sorted(o for o in objects if any(in_dir(o, d) for d in hot_dirs))
+
+
+# Ninja prints each command's output after the command's own line (output that is not a terminal).
+NINJA_EDGE = re.compile(r"^\[\d+/\d+\] (?:Building \S+ object (.+)\.o$)?")
+
+
+def warned_objects(log_text, marker):
+    """The objects whose compile printed a line holding `marker`: wherever the warning points (a
+    function of a header too), it is about the object being compiled."""
+    found, current = set(), None
+    for line in log_text.splitlines():
+        edge = NINJA_EDGE.match(line)
+        if edge:
+            current = edge.group(1)
+        elif current and marker in line:
+            found.add(current)
+    return found
 
 
 def objects_by_source(objects):
@@ -354,14 +373,14 @@ def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch,
     Proven from the build's own output: every object's record of its options (records, from
     pgo/proof.py prove()) must show the profile in effect, and a hot object counts as covered only
     when, besides, its .gcda is in the profile and no warning of the compiler took its profile
-    away (compiler_warnings()).
+    away (compiler_warnings()), a function's counters dropped for a changed control flow included.
     """
     hot_objects = hot_only(compiled_objects(build_dir), hot_dirs)
     if not hot_objects:
         raise PipelineError(f"the optimised build has no objects in the hot directories {', '.join(hot_dirs)}")
     in_effect = set(records["in_effect"])
     with_data = {object_of(p.name) for p in gcda_files(profile_dir) if p.stat().st_size > 0}
-    taken = set(warnings["missing_hot_objects"])
+    taken = set(warnings["missing_hot_objects"]) | set(warnings["mismatch_hot_objects"])
     covered = [o for o in hot_objects if o in in_effect and o in with_data and o not in taken]
     coverage = len(covered) / len(hot_objects)
     problems = []
@@ -381,7 +400,8 @@ def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch,
     elif coverage < min_hot_coverage:
         problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
                         f"{min_hot_coverage:.0%}): the profile does not fit this build")
-    return dict(warnings, missing_hot_objects=warnings["missing_hot_objects"][:50], hot_objects=len(hot_objects), hot_in_effect=len(in_effect & set(hot_objects)),
+    limited = {key: warnings[key][:50] for key in ("missing_hot_objects", "mismatch_hot_objects")}
+    return dict(warnings, **limited, hot_objects=len(hot_objects), hot_in_effect=len(in_effect & set(hot_objects)),
                 hot_with_profile=len(covered), hot_coverage=round(coverage, 3),
                 objects_without_profile_hot=sorted(set(hot_objects) - set(covered))[:50],
                 proof={"objects": records["objects"], "recorded": records["recorded"],

@@ -8,11 +8,13 @@ to the compiles it runs.
 """
 
 import json
+import shutil
 import subprocess
 
 import pytest
 
 from conftest import FIXTURE, refused, run_pgo
+from pgo import lines
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINED = [arg for phase in ("source", "instrumented", "train", "check") for arg in ("--phase", phase)]
@@ -230,3 +232,53 @@ def test_an_environment_that_would_change_the_configuration_is_refused_up_front(
     result = pgo(*BUILD, "--workdir", tmp_path / "w", env={variable: value})
     refused(result, f"{variable} is set in the environment ({value!r})", "unset it")
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w").exists()
+
+
+# --- a stale profile says so ------------------------------------------------------------
+
+def test_a_stale_profile_that_lost_a_hot_function_is_counted_and_marked(tmp_path):
+    """--accept-stale builds with a profile of other source, where GCC dropped hot_digest's counters:
+    its object is not covered, and the binary, build-info.json, the package name and buildinfo.json
+    say the profile is stale."""
+    env = {"PGO_ARCHIVE": str(tmp_path / "archive")}
+    assert pgo(*BUILD, "--workdir", tmp_path / "trained", env=env).returncode == 0
+    [entry] = json.loads(pgo("archive", "list", "--json", env=env).stdout)
+    changed = tmp_path / "changed"
+    shutil.copytree(FIXTURE, changed)
+    hot = changed / "src" / "hot.c"
+    loop = "h = (h << 5) | (h >> 27);"
+    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))     # another control flow
+    workdir = tmp_path / "stale"
+    result = pgo(*BUILD[:-1], changed, "--workdir", workdir, "--profile-from", entry["name"], "--accept-stale", env=env)
+    assert result.returncode == 0, result.stderr
+    use = json_of(workdir / "profile-use.json")
+    assert use["coverage_mismatch"] == 1 and use["mismatch_hot_objects"] == [HOT]
+    assert use["hot_coverage"] == 0.5 and use["objects_without_profile_hot"] == [HOT]
+    trained = json_of(tmp_path / "trained" / "source.json")["checksum"]
+    assert use["stale"] is True and use["trained_on"] == {"version": "1.0.0", "source_checksum": trained}
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("[optimized] stale profile")]
+    assert line.startswith(f"[optimized] stale profile {use['profile_id']} used: 50% of 2 hot objects")
+    assert lines.profile_use_result(line) == "stale profile used by 50% of 2 hot objects, 1 mismatches;"
+    comment = subprocess.run([workdir / "stage" / "bin" / "fixture", "--version"], capture_output=True,
+                             text=True, check=True).stdout
+    assert f"PGO build, stale profile {use['profile_id']} (trained on 1.0.0 source {trained[:12]})" in comment
+    assert json_of(workdir / "build-info.json")["stale_profile"] is True
+    out = tmp_path / "bintar"
+    assert pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, env=env).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["buildinfo.json", "fixture-1.0.0+pgo~stale-linux-x86_64.tar.gz",
+                                                   "sha256sums.txt"]
+    info = json_of(out / "buildinfo.json")
+    assert info["stale_profile"] is True and info["package_version"] == "1.0.0+pgo~stale"
+    proved = pgo("prove", out)
+    assert proved.returncode == 0 and "label: stale profile" in proved.stdout, proved.stderr
+    # The same package with the mark taken off its name: its own check still says stale.
+    info["package_version"] = "1.0.0+pgo"
+    (out / "buildinfo.json").write_text(json.dumps(info))
+    from pgo.checksums import write_sha256sums
+    write_sha256sums(out)
+    refused(pgo("prove", out), "1.0.0+pgo has no stale mark (~stale)", "trained on other source")
+    deb = tmp_path / "deb"
+    assert pgo("package", "--workdir", workdir, "--format", "deb", "--out", deb, env=env).returncode == 0
+    version = subprocess.run(["dpkg-deb", "-f", next(deb.glob("*.deb")), "Version"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert version == "1.0.0+pgo~stale-1"

@@ -518,6 +518,18 @@ def test_compiler_warnings_are_counted_and_classified():
     assert counts["functions_without_profile"] == 0
 
 
+def test_a_dropped_function_counts_against_the_object_whose_compile_printed_it():
+    """GCC dropped the counters of an inline function of a header: the object being compiled loses them."""
+    log = """[1/3] Building CXX object sql/CMakeFiles/sql.dir/a.cc.o
+[2/3] Building CXX object sql/CMakeFiles/sql.dir/b.cc.o
+/src/include/h.h:3:5: warning: the control flow of function 'f' does not match its profile data (counter 'arcs') [-Wcoverage-mismatch]
+[3/3] Linking CXX executable mariadbd
+"""
+    objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
+    counts = profile.compiler_warnings(log, ["sql"], Path("/src"), objects)
+    assert counts["coverage_mismatch"] == 1 and counts["mismatch_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]
+
+
 def test_functions_without_profile_take_their_object_out_of_the_hot_coverage():
     """A .gcda with another object's counters: GCC names each function it has no counters for."""
     log = """/src/sql/b.cc:28:10: warning: profile for function ‘cold’ not found in profile data [-Wmissing-profile]
@@ -535,7 +547,7 @@ def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path)
     objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
     build, prof = fake_tree(tmp_path, [f"{o}.o" for o in objects], ["sql#CMakeFiles#sql.dir#a.cc.gcda"])
     records = {"objects": 2, "recorded": 2, "in_effect": objects, "faults": {}, "seconds": 0.0}
-    warnings = {"coverage_mismatch": 0, "missing_hot_objects": objects}
+    warnings = {"coverage_mismatch": 0, "missing_hot_objects": objects, "mismatch_hot_objects": []}
     verdict = profile.judge_use(warnings, records, prof, build, ["sql"], max_mismatch=10**6, min_hot_coverage=0)
     assert verdict["hot_coverage"] == 0 and not verdict["passed"]
     assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
