@@ -83,7 +83,7 @@ from pathlib import Path
 from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
 from pgo.source import sha256_file, version_key, version_line
-from pgo.toolchain import detect, fingerprint, gcov_binary, pgo_flags
+from pgo.toolchain import build_environment, detect, fingerprint, gcov_binary, pgo_flags
 from pgo.workdir import Workdir, read_json
 
 MANIFEST_FORMAT = 1
@@ -298,7 +298,9 @@ def manifest_of(workdir, kind):
                      "target": target},
         "cmake_args": list(config.cmake_args),
         "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR", lto=config.lto)[0],
-        "flags_fingerprint": fingerprint(config),
+        # As the build that used it had them: `pgo archive store` may run in another environment.
+        "flags_fingerprint": use["identity"][contract.FLAGS_ID],
+        "build_environment": use["identity"].get(contract.ENVIRONMENT_ID, {}),
         "training": check.get("training"),
         "profile_check": {k: v for k, v in check.items() if k not in ("training", "profile_id", "identity")},
         "optimized": {k: use[k] for k in ("hot_objects", "hot_coverage", "missing_profile", "coverage_mismatch")},
@@ -644,7 +646,7 @@ def plan_reuse(args, root):
     config = build_config(args.config)
     compiler = detect(args.cc, args.cxx)
     target = compiler_target(compiler.cc)
-    flags = fingerprint(config)
+    flags = fingerprint(config, build_environment())
     if args.profile_from == "latest":
         entry = latest(root, config.product.name, args.version, target, compiler.version, flags)
     else:
@@ -676,7 +678,7 @@ def import_profile(ctx, log):
     entry = find(root_of(s.archive), s.profile_from)
     manifest = entry.manifest()
     differs = incompatibilities(manifest, ctx.product.name, compiler_target(ctx.compiler.cc),
-                                ctx.compiler.version, fingerprint(ctx.config))
+                                ctx.compiler.version, fingerprint(ctx.config, ctx.environment))
     if differs:
         raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
     # Whatever the profile directory held is no longer this build's profile, whether the import succeeds or not.

@@ -19,7 +19,7 @@ from pgo.config import build_config, config_names, default_config
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases
 from pgo.atomic import write_json
 from pgo.runner import say
-from pgo.workdir import Settings, Workdir
+from pgo.workdir import Settings, Workdir, require_usable_path
 
 
 def main(argv=None):
@@ -212,6 +212,10 @@ def cmd_build(args):
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
     ctx.compiler                              # and the compiler, before anything is written
+    ctx.environment                           # and the environment
+    for path, option in ((workdir.root, "--workdir"), (ctx.profile, "--profile-dir"),
+                         (workdir.cache(settings), "--cache")):
+        require_usable_path(path, option)
     if args.pgo == "on":
         check_writable(ctx.profile)
     with workdir.locked():

@@ -61,8 +61,9 @@ ITEMS = (
          "how often the training entered each function, by name (pgo/profile.py function_entries), "
          "with the check's identity; not written for an imported profile (no notes)"),
     Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
-         "the optimised build's profile check: passed or not, hot coverage, warnings, with its identity "
-         "(profile id, compiler) and the build token of the tree it checked"),
+         "the optimised build's profile check: passed or not, the hot objects whose own record of their "
+         "options shows the profile in effect, hot coverage, warnings, whether the profile is stale, with its "
+         "identity (profile id, compiler, build environment) and the build token of the tree it checked"),
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
@@ -78,15 +79,18 @@ ITEMS = (
 
 # The identity fields a phase's output depends on, and so records and compares.
 SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID = "source_checksum", "compiler", "flags_fingerprint", "profile_id"
+# The environment variables that change a build's code (pgo/toolchain.py build_environment): part of
+# the flags fingerprint too, and named here, before it, so that a refusal says which one changed.
+ENVIRONMENT_ID = "build_environment"
 CARRIES = {
     "source": (SOURCE_ID,),
-    "instrumented": (SOURCE_ID, COMPILER_ID, FLAGS_ID),
-    "train": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
-    "check": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
-    "import": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
-    "optimized": (SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID),
+    "instrumented": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
+    "train": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    "check": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    "import": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    "optimized": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
     "archive": (PROFILE_ID,),
-    "plain": (SOURCE_ID, COMPILER_ID, FLAGS_ID),
+    "plain": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
     # Stage only installs: the identity of what it staged is its build's (build-info.json).
     "stage": (SOURCE_ID,),
     # The tests name the staged build by its token (results.json).
@@ -120,8 +124,10 @@ def current(ctx, field):
         return read_json(record)["checksum"] if record.is_file() else None
     if field == COMPILER_ID:
         return ctx.compiler.identity()
+    if field == ENVIRONMENT_ID:
+        return ctx.environment
     if field == FLAGS_ID:
-        return fingerprint(ctx.config)
+        return fingerprint(ctx.config, ctx.environment)
     if field == PROFILE_ID:
         return profile_id(ctx.workdir, ctx.settings) if profile.gcda_files(ctx.profile) else None
     raise ValueError(field)
@@ -137,6 +143,8 @@ def profile_id(workdir, settings):
 def describe(field, value):
     if field == COMPILER_ID and value:
         return f"{value['path']} (GCC {value['version']})"
+    if field == ENVIRONMENT_ID:
+        return "; ".join(f"{name}={setting}" for name, setting in value.items()) or "none"
     return str(value)
 
 
@@ -180,6 +188,7 @@ def require(ctx, pipeline, phase):
 REMEDY = {
     SOURCE_ID: "run phase source again and the phases after it",
     COMPILER_ID: "put that compiler first on PATH again, or rebuild with this one from the instrumented phase",
+    ENVIRONMENT_ID: "set the environment back to what phase {phase} ran in, or run the pipeline again with --fresh",
     FLAGS_ID: "the configuration changed: run the pipeline again with --fresh",
     PROFILE_ID: "the profile directory changed since: run phase {phase} again",
 }

@@ -106,20 +106,25 @@ def profile_check_result(line):
 
 
 def profile_use(profile_id, verdict):
-    return tagged("optimized", f"profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
-                               f"{verdict['hot_objects']} hot objects; {verdict['missing_profile']} objects "
-                               f"without profile, {verdict['coverage_mismatch']} coverage mismatches, "
+    """The optimised build's verdict: how much of the hot code got the profile, the compiler's
+    warnings, and whether the profile was trained on other source (stale)."""
+    stale = "stale " if verdict.get("stale") else ""
+    return tagged("optimized", f"{stale}profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
+                               f"{verdict['hot_objects']} hot objects (in effect in {verdict['hot_in_effect']}, "
+                               f"by their own records); {verdict['missing_profile']} objects without profile, "
+                               f"{verdict['coverage_mismatch']} coverage mismatches, "
                                f"{verdict['functions_without_profile']} functions without profile")
 
 
-PROFILE_USE = re.compile(r"^\[optimized\] profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) hot objects; "
+PROFILE_USE = re.compile(r"^\[optimized\] (?P<stale>stale )?profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) "
+                         r"hot objects \(in effect in (?P<effect>\d+), by their own records\); "
                          r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches, "
                          r"(?P<functions>\d+) functions without profile$")
 
 
 def profile_use_result(line):
     match = PROFILE_USE.match(line)
-    return (f"profile used by {match['coverage']} of {match['hot']} hot objects, "
+    return (f"{match['stale'] or ''}profile used by {match['coverage']} of {match['hot']} hot objects, "
             f"{match['mismatch']} mismatches;") if match else None
 
 

@@ -35,6 +35,9 @@ from pgo.workdir import REPO, Workdir
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
 BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
+# After "+pgo" in the version of a build whose profile was trained on other source: '~' sorts it
+# before the same release's build with a fresh profile (dpkg, rpm).
+STALE_MARK = "~stale"
 
 
 def register(subparsers):
@@ -99,9 +102,10 @@ def load_build(workdir_path, release=1):
     if info["product"] not in products:
         raise PipelineError(f"packaging/products.toml has no entry for product '{info['product']}'")
     product = products[info["product"]]
-    # The label is the check's: only a build that passed its profile check is staged as optimised.
+    # The label is the check's: only a build that passed its profile check is staged as optimised, and
+    # one whose profile was trained on other source says so.
     variant = info["variant"]
-    label = "pgo" if variant == "optimized" else ""
+    label = ("pgo" + (STALE_MARK if info["check"].get("stale") else "")) if variant == "optimized" else ""
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
@@ -195,6 +199,7 @@ def write_buildinfo(build, fmt, folder, packages, identity):
         "release": build.release,
         "pgo": info["pgo"],
         "profile_id": info["profile_id"],
+        "stale_profile": bool((info["check"] or {}).get("stale")),
         # The binary's own profile check (pgo prove reads the label from it).
         "profile_use": info["check"],
         "identity": info["identity"],
@@ -400,7 +405,7 @@ def build_nested(root, settings, what, release):
 
 
 def describe(text, build):
-    mark = (f"This build is optimised with GCC profile-guided optimisation (profile {build.info['profile_id']})."
+    mark = (f"This build is optimised with GCC profile-guided optimisation ({profile_named(build)})."
             if build.label else "This is a plain build, without profile-guided optimisation.")
     return f"{text.strip()}\n\n{mark}"
 
@@ -417,8 +422,17 @@ def write_rpm_changelog(build, spec, path):
     return path
 
 
+def profile_named(build):
+    """'profile 1.0.0-abc', or for a stale one 'stale profile 1.0.0-abc, trained on 1.0.0 source 0123456789ab'."""
+    trained_on = build.info["check"].get("trained_on")
+    if not trained_on:
+        return f"profile {build.info['profile_id']}"
+    return (f"stale profile {build.info['profile_id']}, trained on {trained_on['version']} source "
+            f"{trained_on['source_checksum'][:12]}")
+
+
 def changelog_line(build):
-    what = f"profile {build.info['profile_id']}" if build.label else "no profile (plain build)"
+    what = profile_named(build) if build.label else "no profile (plain build)"
     return (f"Built from {build.info['source']['origin']} with {build.info['compiler']['banner']}, "
             f"configuration {build.info['config']}, {what}.")
 

@@ -13,11 +13,11 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, contract, lines, profile, source, testrun
+from pgo import PipelineError, archive, contract, lines, profile, proof, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import detect, gcov_binary, lto_tools, pgo_flags
+from pgo.toolchain import build_environment, detect, gcov_binary, lto_tools, pgo_flags
 from pgo.workdir import REPO, read_json
 
 
@@ -48,6 +48,7 @@ class Context:
         if settings.tests != "off":
             testrun.test_suite(self.product).test_set(settings.tests)
         self._compiler = None
+        self._environment = None
         # What one command asks of a phase beyond the settings (pgo test: another set, limit, vardir).
         self.overrides = {}
 
@@ -56,6 +57,13 @@ class Context:
         if self._compiler is None:
             self._compiler = detect(self.settings.cc, self.settings.cxx)
         return self._compiler
+
+    @property
+    def environment(self):
+        """The environment variables this command's builds depend on (pgo/toolchain.py)."""
+        if self._environment is None:
+            self._environment = build_environment()
+        return self._environment
 
 
 # --- the phases ---------------------------------------------------------------
@@ -115,9 +123,15 @@ def build_variant(ctx, log, variant, comment):
         f"-DCMAKE_CXX_FLAGS={compile_flags}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
         f"-D{ctx.product.comment_variable}={comment}",
+        # The commands CMake generated, without a launcher: the optimisation level each object asks
+        # for, which its own record must show (pgo/proof.py).
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
     ]
+    # CMake reads a compiler launcher from the environment at a tree's first configure only: a tree
+    # configured in another environment is configured again.
+    configured = [str(a) for a in args] + [f"{name}={value}" for name, value in ctx.environment.items()]
     recorded = build_dir / "pgo-configure.json"
-    same = recorded.is_file() and read_json(recorded) == [str(a) for a in args]
+    same = recorded.is_file() and read_json(recorded) == configured
     # The profile is no ninja dependency: an incremental optimised build would
     # keep objects optimised with an older profile.
     if variant == "optimized" or not same:
@@ -125,8 +139,18 @@ def build_variant(ctx, log, variant, comment):
     build_dir.mkdir(parents=True, exist_ok=True)
     contract.new_build_token(build_dir)
     log.run(args)
-    write_json(recorded, [str(a) for a in args])
+    write_json(recorded, configured)
     log.run(["ninja", "-C", build_dir, "-j", str(os.cpu_count() or 2)])
+
+
+def prove_variant(ctx, log, variant):
+    """Each object's own record of the options it was compiled with, judged for its variant (pgo/proof.py)."""
+    build_dir = ctx.workdir.build(variant)
+    flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)[0]
+    records = proof.prove(build_dir, variant, flags, ctx.profile, ctx.product.hot_dirs)
+    log.note(f"read the options that {records['recorded']} of {records['objects']} objects recorded, "
+             f"in {records['seconds']} s")
+    return records
 
 
 def shell_words(flags):
@@ -202,14 +226,16 @@ def describe_check(figures):
 
 
 def build_optimized(ctx, log):
-    profile_id = read_json(ctx.workdir.root / contract.PROFILE_CHECK)["profile_id"]
-    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, profile {profile_id}")
+    check = read_json(ctx.workdir.root / contract.PROFILE_CHECK)
+    profile_id, stale = check["profile_id"], stale_origin(check)
+    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, {profile_mark(profile_id, stale)}")
     build_dir = ctx.workdir.build("optimized")
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
-    verdict = profile.judge_use(warnings, build_dir, ctx.product.hot_dirs,
+    records = prove_variant(ctx, log, "optimized")
+    verdict = profile.judge_use(warnings, records, ctx.profile, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
-    verdict["profile_id"] = profile_id
+    verdict.update(profile_id=profile_id, stale=stale is not None, trained_on=stale)
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
     contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
     print(lines.profile_use(profile_id, verdict), flush=True)
@@ -217,8 +243,29 @@ def build_optimized(ctx, log):
         raise PipelineError("; ".join(verdict["problems"]))
 
 
+def stale_origin(check):
+    """What a reused profile was trained on, when that is other source than this build's
+    ({"version", "source_checksum"}); None for a profile of this very source."""
+    reused = check.get("reused") or {}
+    return {"version": reused["version"], "source_checksum": reused["source_checksum"]} if reused.get("stale") else None
+
+
+def profile_mark(profile_id, stale):
+    """How the optimised binary names its profile (@@version_comment): a stale one says so."""
+    if stale is None:
+        return f"profile {profile_id}"
+    return f"stale profile {profile_id} (trained on {stale['version']} source {stale['source_checksum'][:12]})"
+
+
 def build_plain(ctx, log):
     build_variant(ctx, log, "plain", f"{comment_base(ctx)}, plain build (no PGO)")
+    # The baseline a PGO build is measured against: no profile option may reach it either.
+    records = prove_variant(ctx, log, "plain")
+    if records["faults"]:
+        first = records["first_fault"]
+        raise PipelineError(f"the plain build's object {first}.o was not compiled as a build without profile of "
+                            f"this configuration: {', '.join(records['faults'][first])} (its own record of its "
+                            f"options; {len(records['faults'])} of {records['objects']} objects)")
 
 
 def stage(ctx, log):
@@ -244,6 +291,7 @@ def stage(ctx, log):
         "identity": identity,
         "check": check,
         "profile_id": check["profile_id"] if check else None,
+        "stale_profile": bool(check and check.get("stale")),
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
@@ -266,7 +314,8 @@ PHASES = {p.name: p for p in (
     Phase("instrumented", "configure + build with -fprofile-generate, install for training", build_instrumented),
     Phase("train", "run the training workload against the instrumented server", train),
     Phase("check", "check the profile reached the hot objects", check_profile),
-    Phase("optimized", "configure + build with -fprofile-use, count profile warnings", build_optimized),
+    Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
+          build_optimized),
     Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
     Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),

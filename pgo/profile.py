@@ -310,7 +310,12 @@ def quality(by_object, hot_dirs, setup_counts=None, lto=False):
 
 
 def compiler_warnings(log_text, hot_dirs, source_root, objects):
-    """Count the optimising compiler's profile warnings in a build log."""
+    """Count the optimising compiler's profile warnings in a build log.
+
+    The lists name every hot object a warning took the profile from: missing_hot_objects (no
+    .gcda, or a function the .gcda has no counters for), mismatch_hot_objects (GCC dropped a
+    function's counters: its control flow or lines changed since training).
+    """
     missing = set()
     for match in MISSING_PROFILE.finditer(log_text):
         name = Path(match.group(1)).name
@@ -329,11 +334,32 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects):
             discarded.add(function)
             if SOURCE_MOVED in line:
                 moved.add(function)
-    missing_hot = sorted(o for o in missing if any(in_dir(o, d) for d in hot_dirs))
+    missing_hot = hot_only(missing, hot_dirs)
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
             "functions_without_profile": len(functions_without),
-            "coverage_mismatch": len(discarded), "source_moved": len(moved),
-            "missing_hot_objects": missing_hot[:50]}
+            "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot,
+            "mismatch_hot_objects": hot_only(warned_objects(log_text, COVERAGE_MISMATCH), hot_dirs)}
+
+
+def hot_only(objects, hot_dirs):
+    return sorted(o for o in objects if any(in_dir(o, d) for d in hot_dirs))
+
+
+# Ninja prints each command's output after the command's own line (output that is not a terminal).
+NINJA_EDGE = re.compile(r"^\[\d+/\d+\] (?:Building \S+ object (.+)\.o$)?")
+
+
+def warned_objects(log_text, marker):
+    """The objects whose compile printed a line holding `marker`: wherever the warning points (a
+    function of a header too), it is about the object being compiled."""
+    found, current = set(), None
+    for line in log_text.splitlines():
+        edge = NINJA_EDGE.match(line)
+        if edge:
+            current = edge.group(1)
+        elif current and marker in line:
+            found.add(current)
+    return found
 
 
 def objects_by_source(objects):
@@ -346,14 +372,31 @@ def objects_by_source(objects):
     return sources
 
 
-def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
+def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     """Whether the optimised build really used its profile: the verdict, with the hot coverage and
-    `passed`; `problems` says why not."""
-    hot_objects = [o for o in compiled_objects(build_dir) if any(in_dir(o, d) for d in hot_dirs)]
+    `passed`; `problems` says why not.
+
+    Proven from the build's own output: every object's record of its options (records, from
+    pgo/proof.py prove()) must show the profile in effect, and a hot object counts as covered only
+    when, besides, its .gcda is in the profile and no warning of the compiler took its profile
+    away (compiler_warnings()), a function's counters dropped for a changed control flow included.
+    """
+    hot_objects = hot_only(compiled_objects(build_dir), hot_dirs)
     if not hot_objects:
         raise PipelineError(f"the optimised build has no objects in the hot directories {', '.join(hot_dirs)}")
-    coverage = 1 - warnings["missing_profile_hot"] / len(hot_objects)
+    in_effect = set(records["in_effect"])
+    with_data = {object_of(p.name) for p in gcda_files(profile_dir) if p.stat().st_size > 0}
+    taken = set(warnings["missing_hot_objects"]) | set(warnings["mismatch_hot_objects"])
+    covered = [o for o in hot_objects if o in in_effect and o in with_data and o not in taken]
+    coverage = len(covered) / len(hot_objects)
     problems = []
+    faults = records["faults"]
+    if faults:
+        first = records["first_fault"]
+        problems.append(f"{'hot object' if records['hot_faults'] else 'object'} {first}.o was not compiled with the "
+                        f"profile in effect: {', '.join(faults[first])} (its own record of its options; "
+                        f"{records['hot_faults']} of {len(hot_objects)} hot objects, "
+                        f"{len(faults) - records['hot_faults']} others)")
     if warnings["coverage_mismatch"] > max_mismatch:
         problems.append(f"{warnings['coverage_mismatch']} coverage-mismatch warnings (limit {max_mismatch}): "
                         "the profile does not fit this source; see the build log")
@@ -363,5 +406,11 @@ def judge_use(warnings, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     elif coverage < min_hot_coverage:
         problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
                         f"{min_hot_coverage:.0%}): the profile does not fit this build")
-    return dict(warnings, hot_objects=len(hot_objects), hot_coverage=round(coverage, 3),
+    limited = {key: warnings[key][:50] for key in ("missing_hot_objects", "mismatch_hot_objects")}
+    return dict(warnings, **limited, hot_objects=len(hot_objects), hot_in_effect=len(in_effect & set(hot_objects)),
+                hot_with_profile=len(covered), hot_coverage=round(coverage, 3),
+                objects_without_profile_hot=sorted(set(hot_objects) - set(covered))[:50],
+                proof={"objects": records["objects"], "recorded": records["recorded"],
+                       "seconds": records["seconds"],
+                       "faults": [{"object": o, "faults": faults[o]} for o in sorted(faults)[:50]]},
                 passed=not problems, problems=problems)

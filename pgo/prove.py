@@ -24,8 +24,8 @@ from pathlib import Path
 
 from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
-from pgo.package import RECIPES, load_toml
 from pgo.config import product
+from pgo.package import RECIPES, STALE_MARK, load_toml
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
 
@@ -101,14 +101,26 @@ def check_label(info):
     if theirs != ours:
         raise PipelineError(f"{info['package_version']} is labelled profile {ours[0]}, GCC {ours[1]}, but its "
                             f"binary's profile check says profile {theirs[0]}, GCC {theirs[1]}")
-    say(f"  label: profile {check['profile_id']} used by {check['hot_coverage']:.0%} of the hot objects, "
-        f"GCC {theirs[1]} (the binary's own profile check)")
+    stale, marked = bool(check.get("stale")), STALE_MARK in info["package_version"]
+    if stale and not marked:
+        raise PipelineError(f"{info['package_version']} has no stale mark ({STALE_MARK}), but its binary's profile "
+                            f"check says its profile was trained on other source")
+    if marked and not stale:
+        raise PipelineError(f"{info['package_version']} is marked stale, but its binary's profile check says its "
+                            "profile was trained on this very source")
+    say(f"  label: {'stale ' if stale else ''}profile {check['profile_id']} used by {check['hot_coverage']:.0%} of "
+        f"the hot objects, GCC {theirs[1]} (the binary's own profile check)")
 
 
 def check_mark(comment, info):
     if info["profile_id"]:
         if "PGO build" not in comment or info["profile_id"] not in comment:
             raise PipelineError(f"version comment '{comment}' lacks the PGO mark with profile {info['profile_id']}")
+        stale = bool((info["profile_use"] or {}).get("stale"))
+        if stale != (f"stale profile {info['profile_id']}" in comment):
+            raise PipelineError(f"version comment '{comment}' {'lacks' if stale else 'has'} the mark of a stale "
+                                f"profile, but the binary's profile check says its profile is "
+                                f"{'stale' if stale else 'of this very source'}")
     elif "PGO" in comment.replace("no PGO", "") or "plain build" not in comment:
         raise PipelineError(f"version comment '{comment}' of a plain package does not say 'plain build'")
 

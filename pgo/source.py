@@ -90,16 +90,45 @@ def sha256_file(path):
 
 
 def sha256_tree(root):
-    """Checksum of a source tree: every file's relative path and content, in a fixed order."""
+    """Checksum of a source tree: every file's relative path and content, and every symbolic link's
+    relative path and target, in a fixed order.
+
+    The tree is copied with its links as links, so a link is part of it as the path it holds; where
+    that path stays inside the tree, what it points to is covered as a file of the tree. A link that
+    leads out of the tree (an absolute target, or '..' above the tree or into .git) is refused: the
+    build would read there what no checksum covers, and what may change between two phases unseen.
+    """
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
-        for name in sorted(filenames):
+        # Links to directories are among dirnames: os.walk lists them there, and does not follow them.
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in sorted(filenames + links):
             path = Path(dirpath, name)
-            if path.is_symlink() or not path.is_file():
+            relative = path.relative_to(root)
+            if path.is_symlink():
+                target = os.readlink(path)
+                if leaves_tree(relative, target):
+                    raise PipelineError(f"source {root} has a symbolic link {relative} -> {target} that leads out "
+                                        "of the tree, so its checksum cannot cover what the build reads there: "
+                                        "put the file itself there, or a link within the tree")
+                entry = f"{relative}\0-> {target}\n"
+            elif path.is_file():
+                entry = f"{relative}\0{sha256_file(path)}\n"
+            else:
                 continue
-            digest.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
+            digest.update(entry.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def leaves_tree(relative, target):
+    """Whether a link at `relative` (to the tree's root) holding `target` points out of the tree, or
+    into its .git, which is no part of the source. Read as written: a tree does not depend on what
+    is outside it."""
+    if os.path.isabs(target):
+        return True
+    parts = Path(os.path.normpath(os.path.join(os.path.dirname(relative), target))).parts
+    return parts[:1] in ((os.pardir,), (".git",))
 
 
 def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):

@@ -3,11 +3,13 @@
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 
 from pgo import PipelineError
+from pgo.source import sha256_file
 
 VARIANTS = ("instrumented", "optimized", "plain")
 
@@ -73,6 +75,13 @@ LTO_FLAGS = (
 )
 
 
+# Every variant: GCC writes the options its compiler proper ran with into each object's
+# .GCC.command.line section, so the build's own output shows which profile options and which
+# optimisation level were in effect for each object (pgo/proof.py). Notes beside the code, which
+# is the same with it as without (GCC 12: the same .text).
+RECORD_FLAGS = ("-frecord-gcc-switches",)
+
+
 def built_with_lto(flags):
     """Whether a build's recorded flags (build-info.json `flags`) are an LTO build's."""
     return LTO_FLAGS[0] in flags
@@ -89,7 +98,8 @@ def pgo_flags(variant, profile_dir, build_dir, lto=False):
     """
     compile_flags, link_flags = _variant_flags(variant, profile_dir, build_dir)
     extra = list(LTO_FLAGS) if lto else []
-    return compile_flags + extra, link_flags + extra
+    return compile_flags + list(RECORD_FLAGS) + extra, link_flags + extra
+
 
 
 def _variant_flags(variant, profile_dir, build_dir):
@@ -144,12 +154,67 @@ def lto_tools(compiler):
     return options
 
 
-def fingerprint(config):
-    """Fingerprint of a configuration's flags: a profile applies only to the flags it was made with.
+def fingerprint(config, environment=None):
+    """Fingerprint of what a configuration's builds are compiled with: a profile applies only to a
+    build made the same way.
 
-    LTO counts: with it GCC decides what is hot from the whole program's working set, so an LTO
-    profile is never taken for one without it. A configuration without LTO has the fingerprint of
-    its CMake options alone, as before LTO was a setting: the profiles archived then still match.
+    The CMake options, LTO (with it GCC decides what is hot from the whole program's working set,
+    so an LTO profile is never taken for one without it), every variant's flags, and the build
+    environment (build_environment()): a profile made through one compiler launcher is never
+    used through another, nor without it.
     """
-    flags = [*config.cmake_args, *(LTO_FLAGS if config.lto else ())]
-    return hashlib.sha256(json.dumps(flags).encode()).hexdigest()[:16]
+    flags = {variant: pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR", lto=config.lto) for variant in VARIANTS}
+    return hashlib.sha256(json.dumps([list(config.cmake_args), flags, environment or {}]).encode()).hexdigest()[:16]
+
+
+# The environment a build runs in, where it changes the code the same source and flags compile to
+# without showing in the flags (CMake 3.25, GCC 12). Each of these goes into the identity of what a
+# build phase makes (pgo/contract.py) and into the flags fingerprint:
+#   CMAKE_<LANG>_COMPILER_LAUNCHER, CMAKE_<LANG>_LINKER_LAUNCHER: CMake runs every compile (link)
+#     through the launcher, which may add, drop or change options (ccache and distcc setups).
+#     The launcher's program is named with its checksum: a script changed between phases is a
+#     changed launcher.
+#   GCC_EXEC_PREFIX, COMPILER_PATH: where GCC's driver finds its compiler proper, assembler and
+#     linker, other programs than the compiler identity names.
+#   CPATH, C_INCLUDE_PATH, CPLUS_INCLUDE_PATH: header directories before the system's.
+#   LIBRARY_PATH: library directories of the link (with LTO, the link compiles).
+#   ASMFLAGS: CMake's default flags for assembler sources; the pipeline sets only C's and C++'s.
+# Left out, because they change no code: CFLAGS, CXXFLAGS and LDFLAGS (CMake reads them only to
+# initialise the flags the pipeline sets on every configure), CMAKE_GENERATOR (-G Ninja) and
+# CMAKE_CONFIGURATION_TYPES (multi-configuration generators only), CMAKE_EXPORT_COMPILE_COMMANDS
+# (the pipeline sets it), DEPENDENCIES_OUTPUT and SUNPRO_DEPENDENCIES (dependency files),
+# SOURCE_DATE_EPOCH (only what __DATE__ and __TIME__ expand to: reproducible builds set it for
+# every release, and a profile still fits).
+LAUNCHER = re.compile(r"CMAKE_[A-Z]+_(COMPILER|LINKER)_LAUNCHER")
+BUILD_ENVIRONMENT = ("GCC_EXEC_PREFIX", "COMPILER_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+                     "LIBRARY_PATH", "ASMFLAGS")
+# Refused, not recorded: each would change what the configuration builds, the same way in every
+# variant, where pgo/configs.toml names the configuration and the pipeline chooses the compiler.
+REFUSED_ENVIRONMENT = {
+    # CMake >= 3.22: the build type when the configuration names none (MariaDB's mysql_release does
+    # not): another optimisation level for every object, the optimised build's proof included.
+    "CMAKE_BUILD_TYPE": "it would change the configuration's build type",
+    # CMake >= 3.21: a file that may set the compiler and any flag, and change between phases unseen.
+    "CMAKE_TOOLCHAIN_FILE": "a toolchain file may set the compiler and any flag",
+}
+
+
+def build_environment(environ=os.environ):
+    """{variable: value} of the environment variables a build's code depends on (see above).
+
+    Raises PipelineError for a variable the pipeline refuses.
+    """
+    for name, why in REFUSED_ENVIRONMENT.items():
+        if environ.get(name):
+            raise PipelineError(f"{name} is set in the environment ({environ[name]!r}): {why}; unset it "
+                                "(a configuration's CMake options are in pgo/configs.toml, the compiler is --cc/--cxx)")
+    names = sorted(name for name in environ if LAUNCHER.fullmatch(name)) + list(BUILD_ENVIRONMENT)
+    return {name: launcher(environ[name]) if LAUNCHER.fullmatch(name) else environ[name]
+            for name in names if environ.get(name)}
+
+
+def launcher(value):
+    """'/usr/bin/ccache (sha256 0123456789ab)': a launcher (a CMake list: program, then arguments),
+    its program named with its checksum."""
+    program = shutil.which(value.split(";")[0])
+    return f"{value} (sha256 {sha256_file(program)[:12]})" if program else f"{value} (not found)"

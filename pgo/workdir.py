@@ -12,6 +12,11 @@ from pgo import PipelineError
 from pgo.atomic import write_json
 
 REPO = Path(__file__).resolve().parent.parent
+# Characters a build's paths cannot hold (CMake 3.25, Ninja 1.11): CMake writes the work directory's
+# paths into the compile commands the shell runs, and into its own lists (';'), unquoted; each of
+# these broke a fixture build, in CMake's compiler checks, in Ninja, or in the compiled-in profile
+# path ('$'). Control characters (a newline) too: they also break every one-line message.
+UNUSABLE_IN_PATHS = set(';"\'\\$`()&|<>') | {chr(c) for c in range(32)} | {"\x7f"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,15 @@ class Workdir:
             lock.write(str(os.getpid()))
             lock.flush()
             yield
+
+
+def require_usable_path(path, option):
+    """Refuse, before anything is written, a path the build's commands would break on."""
+    bad = sorted(set(str(path)) & UNUSABLE_IN_PATHS)
+    if bad:
+        raise PipelineError(f"{option} {str(path)!r} holds {' '.join(map(repr, bad))}, which CMake and Ninja "
+                            "cannot take in a build's paths: choose a path without it")
+    return path
 
 
 def read_json(path):

@@ -22,6 +22,16 @@ def run_pgo(*args, cwd=REPO, check=True, env=None):
     return result
 
 
+def refused(result, *phrases):
+    """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("pgo: error:"), result.stderr
+    for phrase in phrases:
+        assert phrase in lines[-1], lines[-1]
+    return lines[-1]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_archive_and_cache(tmp_path_factory):
     """Tests archive profiles and keep source trees in temporary folders, never the user's."""

@@ -18,22 +18,12 @@ import time
 
 import pytest
 
-from conftest import FIXTURE, REPO, run_pgo
+from conftest import FIXTURE, REPO, refused, run_pgo
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINING_BINARY = ("build", "instrumented-install", "bin", "fixture")
 HOT_GCDA = "CMakeFiles#hot.dir#src#hot.c.gcda"
 MAIN_GCDA = "CMakeFiles#fixture.dir#src#main.c.gcda"
-
-
-def refused(result, *phrases):
-    """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
-    assert result.returncode != 0, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert lines and lines[-1].startswith("pgo: error:"), result.stderr
-    for phrase in phrases:
-        assert phrase in lines[-1], lines[-1]
-    return lines[-1]
 
 
 def wrap_training(workdir, after):
@@ -206,6 +196,59 @@ def test_a_gcda_holding_another_objects_counters_is_not_full_coverage(tmp_path, 
     wrap_training(strict, f"cp '{MAIN_GCDA}' '{HOT_GCDA}'")
     refused(pgo(*BUILD, "--workdir", strict, "--min-hot-coverage", "0.9"),
             "only 50% of the hot objects got a profile")
+
+
+def linked_fixture(tmp_path):
+    """The fixture with src/hot.c a link to variants/hot-a.c; variants/hot-b.c has another control flow."""
+    src = tmp_path / "linked"
+    shutil.copytree(FIXTURE, src)
+    hot, variants = src / "src" / "hot.c", src / "variants"
+    variants.mkdir()
+    text = hot.read_text()
+    loop = "h = (h << 5) | (h >> 27);"
+    (variants / "hot-a.c").write_text(text)
+    (variants / "hot-b.c").write_text(text.replace(loop, loop + " if (h & 1) words++;"))
+    hot.unlink()
+    hot.symlink_to("../variants/hot-a.c")
+    return src, hot
+
+
+def test_a_link_pointed_elsewhere_in_the_source_is_another_source(tmp_path, archive_root):
+    """A link's target is part of the tree: with src/hot.c pointing at another file of the tree, the
+    profile trained before is stale, in source.json, build-info.json and buildinfo.json alike."""
+    pgo, (src, hot) = pgo_in(archive_root), linked_fixture(tmp_path)
+    build = [*BUILD[:-1], src]
+    assert pgo(*build, "--workdir", tmp_path / "trained").returncode == 0
+    [name] = kinds(pgo)
+    hot.unlink()
+    hot.symlink_to("../variants/hot-b.c")
+    reuse = tmp_path / "reuse"
+    result = pgo(*build, "--workdir", reuse, "--profile-from", name, "--accept-stale")
+    assert result.returncode == 0, result.stderr
+    assert "[import] stale: trained on fixture 1.0.0 source" in result.stdout
+    assert pgo("package", "--workdir", reuse, "--format", "bintar", "--out", tmp_path / "bintar").returncode == 0
+    trained = json_of(tmp_path / "trained" / "build-info.json")["source"]["checksum"]
+    now = json_of(reuse / "source.json")["checksum"]
+    assert trained != now == json_of(reuse / "build-info.json")["source"]["checksum"]
+    assert json_of(tmp_path / "bintar" / "buildinfo.json")["source"]["checksum"] == now
+
+
+@pytest.mark.parametrize("target", ["absolute", "../../outside.c", "../.git/hot.c"])
+def test_a_source_directory_with_a_link_out_of_the_tree_is_refused(tmp_path, archive_root, target):
+    """What a link out of the tree points at is no part of the tree's checksum, and may change between
+    two phases unseen: such a source is refused, in one line, before anything is built."""
+    src, hot = linked_fixture(tmp_path)
+    outside = tmp_path / "outside.c"
+    shutil.copy(src / "variants" / "hot-a.c", outside)
+    (src / ".git").mkdir()
+    shutil.copy(outside, src / ".git" / "hot.c")
+    hot.unlink()
+    hot.symlink_to(outside if target == "absolute" else target)
+    workdir = tmp_path / "w"
+    result = pgo_in(archive_root)(*BUILD[:-1], src, "--workdir", workdir)
+    line = refused(result, f"has a symbolic link src/hot.c -> {hot.readlink()} that leads out of the tree")
+    assert len(result.stderr.strip().splitlines()) == 1, line
+    assert not (workdir / "build").exists()
 
 
 @pytest.mark.parametrize("limit, message", [

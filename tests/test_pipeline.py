@@ -216,6 +216,30 @@ def test_bad_input_gets_one_clear_line(tmp_path, pgo, args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("option, name", [
+    *(("--workdir", f"a{char}b") for char in ["\n", "\r", "\t", "\x01", ";", '"', "'", "\\", "$", "`", "(", ")", "&",
+                                                "|", "<", ">"]),
+    ("--profile-dir", "a\nb"), ("--cache", "a$b")])
+def test_a_path_the_build_cannot_take_is_refused_up_front(tmp_path, pgo, option, name):
+    """Each of these characters broke a fixture build (CMake's compiler checks, Ninja, or the profile
+    path compiled into the instrumented binary), after the source phase, with several lines."""
+    paths = {"--workdir": tmp_path / "w", "--profile-dir": tmp_path / "profile", "--cache": tmp_path / "cache"}
+    paths[option] = tmp_path / name / "x"
+    result = pgo(*BUILD, *(arg for item in paths.items() for arg in item), check=False)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"pgo: error: {option} ") and "cannot take in a build's paths" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is written before the refusal"
+
+
+def test_a_work_directory_with_characters_the_build_takes_builds(tmp_path, pgo):
+    """'=' (the fixture's setup step ran through env, which took it for a variable) and ' -' (GCC's
+    record of the options separates them with spaces) are fine in a path."""
+    workdir = tmp_path / "a=b -c#d" / "w"
+    pgo(*BUILD, "--workdir", workdir)
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert use["hot_coverage"] == 1.0 and use["hot_in_effect"] == 2
+
+
 @pytest.mark.parametrize("tree", ["not a source tree", "another version"])
 def test_a_rejected_source_directory_is_not_copied_into_the_cache(tmp_path, pgo, tree):
     src = tmp_path / "src"

@@ -94,11 +94,12 @@ def test_instrumented_and_optimised_flags_name_the_same_tree_root():
     gen, gen_link = pgo_flags("instrumented", "/p", "/b1")
     use, use_link = pgo_flags("optimized", "/p", "/b2")
     assert gen == ["-fprofile-generate=/p", "-fprofile-update=prefer-atomic", "-ftest-coverage",
-                   "-fprofile-prefix-path=/b1"]
+                   "-fprofile-prefix-path=/b1", "-frecord-gcc-switches"]
     assert gen_link == ["-fprofile-generate=/p"] and use_link == []
     assert {"-fprofile-use=/p", "-fprofile-correction", "-fprofile-partial-training",
-            "-fprofile-prefix-path=/b2"} <= set(use)
-    assert pgo_flags("plain", "/p", "/b") == ([], [])
+            "-fprofile-prefix-path=/b2", "-frecord-gcc-switches"} <= set(use)
+    # Every variant records its options in its objects, the plain one too (pgo/proof.py).
+    assert pgo_flags("plain", "/p", "/b") == (["-frecord-gcc-switches"], [])
     with pytest.raises(PipelineError, match="unknown build variant"):
         pgo_flags("fast", "/p", "/b")
 
@@ -119,10 +120,13 @@ def test_fingerprint_follows_the_flags_only():
     assert fingerprint(lto) != fingerprint(a)
 
 
-def test_fingerprint_without_lto_is_the_one_archived_profiles_carry():
-    """Profiles archived before LTO was a setting were fingerprinted from the CMake options alone."""
+def test_fingerprint_follows_every_variants_flags_and_the_build_environment():
+    """The flags fingerprint changed with -frecord-gcc-switches: profiles archived before it no longer match.
+    A compiler launcher (or GCC's search paths) in the environment is part of it."""
     minimal = build_config("minimal")
-    assert fingerprint(minimal) == hashlib.sha256(json.dumps(list(minimal.cmake_args)).encode()).hexdigest()[:16]
+    assert fingerprint(minimal) != hashlib.sha256(json.dumps(list(minimal.cmake_args)).encode()).hexdigest()[:16]
+    launched = {"CMAKE_C_COMPILER_LAUNCHER": "/usr/bin/ccache (sha256 0123456789ab)"}
+    assert fingerprint(minimal, launched) != fingerprint(minimal) == fingerprint(minimal, {})
 
 
 def compiler_at(path):
@@ -514,6 +518,18 @@ def test_compiler_warnings_are_counted_and_classified():
     assert counts["functions_without_profile"] == 0
 
 
+def test_a_dropped_function_counts_against_the_object_whose_compile_printed_it():
+    """GCC dropped the counters of an inline function of a header: the object being compiled loses them."""
+    log = """[1/3] Building CXX object sql/CMakeFiles/sql.dir/a.cc.o
+[2/3] Building CXX object sql/CMakeFiles/sql.dir/b.cc.o
+/src/include/h.h:3:5: warning: the control flow of function 'f' does not match its profile data (counter 'arcs') [-Wcoverage-mismatch]
+[3/3] Linking CXX executable mariadbd
+"""
+    objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
+    counts = profile.compiler_warnings(log, ["sql"], Path("/src"), objects)
+    assert counts["coverage_mismatch"] == 1 and counts["mismatch_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]
+
+
 def test_functions_without_profile_take_their_object_out_of_the_hot_coverage():
     """A .gcda with another object's counters: GCC names each function it has no counters for."""
     log = """/src/sql/b.cc:28:10: warning: profile for function ‘cold’ not found in profile data [-Wmissing-profile]
@@ -528,12 +544,15 @@ def test_functions_without_profile_take_their_object_out_of_the_hot_coverage():
 
 def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path):
     """The label's own check: 0% hot coverage is no PGO build, even under limits that allow anything."""
-    build, _ = fake_tree(tmp_path, ["sql/CMakeFiles/sql.dir/a.cc.o", "sql/CMakeFiles/sql.dir/b.cc.o"], [])
-    warnings = {"coverage_mismatch": 0, "missing_profile_hot": 2}
-    verdict = profile.judge_use(warnings, build, ["sql"], max_mismatch=10**6, min_hot_coverage=0)
+    objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
+    build, prof = fake_tree(tmp_path, [f"{o}.o" for o in objects], ["sql#CMakeFiles#sql.dir#a.cc.gcda"])
+    records = {"objects": 2, "recorded": 2, "in_effect": objects, "faults": {}, "seconds": 0.0}
+    warnings = {"coverage_mismatch": 0, "missing_hot_objects": objects, "mismatch_hot_objects": []}
+    verdict = profile.judge_use(warnings, records, prof, build, ["sql"], max_mismatch=10**6, min_hot_coverage=0)
     assert verdict["hot_coverage"] == 0 and not verdict["passed"]
     assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
-    assert profile.judge_use(dict(warnings, missing_profile_hot=1), build, ["sql"], 0, 0.5)["passed"]
+    passed = profile.judge_use(dict(warnings, missing_hot_objects=objects[1:]), records, prof, build, ["sql"], 0, 0.5)
+    assert passed["passed"] and passed["hot_coverage"] == 0.5
 
 
 def test_training_counts_leave_out_a_gcda_of_another_object_even_of_the_same_stamp(tmp_path):
