@@ -1,21 +1,28 @@
 """A real, very short benchmark: Debian's MariaDB server against itself.
 
 Build A is given as a bintar (a tarball whose top folder is a view of /usr), build B as the
-installed basedir /usr: the same binary both ways, so the benchmark must find no significant
-difference and pass a gate whose minimum speedup is well below 1. Needs the Debian packages
+installed basedir /usr: the same binary both ways, so the benchmark must find no difference
+beyond chance and never refute a minimum speedup well below 1. Needs the Debian packages
 mariadb-server, sysbench and valgrind, and two CPUs.
 
-The minimum is 0.6 because these runs are 3 s long and may share the machine with a build:
-a single client ping-ponging with the server across CPUs then varies by a factor of two from
-run to run, and six pairs give a correspondingly wide interval (the point of reporting one).
+These tests must hold on a machine another build keeps busy (the README's test command is run
+beside builds): there a single client ping-ponging with the server across CPUs varies by a
+factor of two from run to run, and identical builds have been measured 4035 against 6038 tps
+beside a build, 8314 against 11831 beside another benchmark. So no test asserts how fast a
+build ran. They assert what load cannot fake: callgrind's instruction counts (the same binary
+executes the same instructions per transaction, the handicapped candidate several times as
+many), and the statistics of the recorded pairs (the gate decided from them, and they show no
+difference beyond chance). How fast PGO makes a build is the benchmarks' claim (docs/),
+measured on a machine kept quiet for them.
 
-Each comparison is a 95% test, so an identical pair of builds is still called different
-about one time in twenty per point by chance alone, and the gate's regression check (a
-point whose interval lies below 1) fails it about one time in forty per point. The test
-therefore asserts equivalence, not "no significant difference": the single-thread ratio
-lies within EQUIVALENCE of 1, and anything that fails the gate is such a regression call
-on a ratio that is itself within EQUIVALENCE of 1. A systematic bias larger than that (one
-build always measured warmer, say) fails every time; a chance call does not turn CI red.
+The gate's regression check (a point whose 95% interval lies below 1) calls identical builds
+slower about one time in forty per point by chance alone, however busy the machine: its
+interval widens with the noise. The test therefore accepts such a call, and fails when all
+the recorded pairs together show a difference at 99.9%, which chance does about one time in
+a thousand. What that still sees of a systematic bias (one build always measured warmer, say)
+shrinks as the noise grows: beside a build it saw a 30% bias every time and a 15% one in one
+run of two; beside another benchmark on the same CPUs (pair ratios from 0.3 to 4) nothing
+short of a factor of two. The callgrind count tells the same work from other work either way.
 """
 
 import json
@@ -30,16 +37,32 @@ from pathlib import Path
 import pytest
 
 from pgo import lines
+from pgo.bench.policy import PUBLISH_IF_AHEAD
+from pgo.bench.stats import paired_ratio
 
 REPO = Path(__file__).resolve().parent.parent
 DEBIAN_BASEDIR = Path("/usr")
 NEEDED = {"mariadbd": DEBIAN_BASEDIR / "sbin" / "mariadbd", "sysbench": shutil.which("sysbench"),
           "valgrind": shutil.which("valgrind"), "taskset": shutil.which("taskset")}
 PAIRS = 6
+# Well below 1, so that the same binary is never refuted however noisy the pairs: beside a
+# build six pairs show it above 0.6; beside another benchmark on the same CPUs the interval
+# may span it (inconclusive).
 MIN_SPEEDUP = 0.6
-# Six pairs of 3 s vary by 3-5% (sd of the mean log ratio); 15% is three sigma and more.
-EQUIVALENCE = 0.15
 THREADS = (1, 2)
+# One chance false alarm in a thousand runs of the test.
+STRICT = 0.999
+# The same binary: a point select is about 41,500 instructions in both, and they differed by
+# 0.3% at most in seventeen of eighteen runs beside a build, 0.9% in one. Callgrind counts the
+# server's background threads too, and they run by the clock, not by the transaction. Turning
+# on the general log (to a file) adds 5.9%; PGO takes 7.9% off its plain build
+# (docs/pgo-build-10.11.18-minimal.md).
+SAME_WORK = 0.03
+# The handicapped candidate executed 4.61 to 4.65 times the instructions per point select.
+HANDICAP_WORK = 3
+# Only a hung benchmark runs this long: beside a build the comparison took up to 2.6 minutes,
+# and the release gate may add pairs to the handicapped candidate for up to 22.
+HUNG = 3600
 
 
 def require_tools():
@@ -49,10 +72,31 @@ def require_tools():
     assert len(os.sched_getaffinity(0)) >= 2, "needs two CPUs (server on 0, sysbench on 1)"
 
 
-def bench(*args, timeout=600, cwd=REPO):
+def bench(*args, timeout=HUNG, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "pgo.bench", *map(str, args)], cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=timeout)
+
+
+def recorded_pairs(result, threads):
+    """The baseline's and the candidate's tps of each pair measured at `threads`, in pair order."""
+    pairs = {}
+    for run in result["runs"]:
+        if run["threads"] == threads:
+            pairs.setdefault(run["pair"], {})[run["build"]] = run["tps"]
+    return [pairs[p]["A"] for p in sorted(pairs)], [pairs[p]["B"] for p in sorted(pairs)]
+
+
+def judged_from_the_recorded_pairs(result):
+    """Asserts that each point's interval and verdict are those of its recorded pairs; returns
+    the points by concurrency."""
+    points = {c["threads"]: c for c in result["analysis"]["throughput"]}
+    for threads, point in points.items():
+        recomputed = paired_ratio(*recorded_pairs(result, threads))
+        assert [point[k] for k in ("n", "ratio", "low", "high")] == pytest.approx(
+            [recomputed[k] for k in ("n", "ratio", "low", "high")]), (threads, point, recomputed)
+        assert (point["verdict"] == "slower") == (point["high"] < 1), point
+    return points
 
 
 def debian_bintar(where):
@@ -84,30 +128,37 @@ def comparison(tmp_path_factory):
     return run, out
 
 
-def within(comparison):
-    return 1 - EQUIVALENCE <= comparison["ratio"] <= 1 / (1 - EQUIVALENCE)
-
-
-def test_identical_builds_are_measured_equal_and_pass_unless_chance_calls_a_regression(comparison):
+def test_identical_builds_run_the_same_instructions_and_are_not_called_a_regression_beyond_chance(comparison):
     run, out = comparison
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr
     result = json.loads((out / "result.json").read_text())
-    single = [c for c in result["analysis"]["throughput"] if c["threads"] == 1]
-    assert len(single) == 1 and within(single[0]), single
-    assert single[0]["low"] >= MIN_SPEEDUP and single[0]["n"] == PAIRS and single[0]["p_sign"] is not None
-    assert result["sequential"]["stopped"] == {"oltp_point_select": "decided"}
+    # Load slows a server; it cannot change the instructions it executes.
+    ir = result["analysis"]["callgrind"]["per_transaction"]["Ir"]
+    assert ir["ratio"] == pytest.approx(1.0, abs=SAME_WORK), ir
+    points = judged_from_the_recorded_pairs(result)
+    assert sorted(points) == list(THREADS) and all(p["n"] == PAIRS for p in points.values()), points
+    # A bias would lean every pair one way, at every concurrency: twelve pairs see it sooner than six.
+    baseline, candidate = ([tps for n in THREADS for tps in recorded_pairs(result, n)[side]] for side in (0, 1))
+    pooled = paired_ratio(baseline, candidate, confidence=STRICT)
+    assert pooled["low"] <= 1 <= pooled["high"], pooled
+    single = points[1]
+    assert single["p_sign"] is not None
+    # Never refuted; shown, or left open when the machine is too noisy for six pairs to show it.
+    assert single["high"] >= MIN_SPEEDUP, single
+    shown = single["low"] >= MIN_SPEEDUP
+    assert result["sequential"]["stopped"] == {"oltp_point_select": "decided" if shown else "max pairs"}
     verdict = result["verdict"]
     failing = [check["text"] for check in verdict["checks"] if check["status"] == "fail"]
-    slower = [c for c in result["analysis"]["throughput"] if c["verdict"] == "slower" and c["gated"]]
-    # The only way identical builds may fail: a chance regression call on a ratio near 1.
-    assert len(failing) == len(slower) and all("significantly slower" in text for text in failing)
-    assert all(within(c) for c in slower), slower
+    slower = [c for c in points.values() if c["verdict"] == "slower" and c["gated"]]
+    assert len(failing) == len(slower) and all("significantly slower" in text for text in failing), failing
     if failing:
         print(f"chance regression call on identical builds (about 1 in 40 per point): {failing}")
-    assert (verdict["outcome"], verdict["publish"]) == (("fail", False) if failing else ("pass", True))
-    assert run.returncode == (1 if failing else 0)
+    expected = (("fail", False) if failing else ("pass", True) if shown else
+                ("inconclusive", verdict["inconclusive"] == PUBLISH_IF_AHEAD and single["ratio"] > 1))
+    assert (verdict["outcome"], verdict["publish"]) == expected, verdict
+    assert run.returncode == (0 if verdict["publish"] else 1)
     md = (out / "report.md").read_text()
-    assert ("**Verdict: FAIL**" if failing else "**Verdict: PASS**") in md
+    assert f"**Verdict: {verdict['outcome'].upper()}**" in md
     # The CPU every figure was measured on, as the kernel shows it.
     cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     assert result["machine"]["cpu"] == cpu and result["machine"]["cpus"] == os.cpu_count()
@@ -119,7 +170,6 @@ def test_runs_are_interleaved_and_progress_is_reported(comparison):
     result = json.loads((out / "result.json").read_text())
     order = [r["build"] for r in result["runs"] if r["threads"] == 1]
     assert order == ["A", "B", "B", "A"] * (PAIRS // 2)
-    assert all(r["tps"] > 100 for r in result["runs"])
     progress = [lines.progress(line) for line in run.stdout.splitlines() if lines.progress(line)]
     assert len(progress) == len(THREADS) * PAIRS
     assert progress[0].startswith(f"pair 1 (max {PAIRS}): oltp_point_select N=1, minute ")
@@ -151,7 +201,6 @@ def test_callgrind_counts_agree_for_the_same_binary(comparison):
     _, out = comparison
     per_tx = json.loads((out / "result.json").read_text())["analysis"]["callgrind"]["per_transaction"]
     assert per_tx["Ir"]["A"] > 10_000           # a point select is tens of thousands of instructions
-    assert per_tx["Ir"]["ratio"] == pytest.approx(1.0, abs=0.05)
     assert per_tx["I1mr"]["ratio"] == pytest.approx(1.0, abs=0.1)
 
 
@@ -159,16 +208,19 @@ def test_server_that_does_not_start_is_an_infrastructure_error(tmp_path):
     require_tools()
     run = bench("--baseline", DEBIAN_BASEDIR, "--candidate", DEBIAN_BASEDIR, "--out", tmp_path,
                 "--workloads", "oltp_point_select", "--threads", 1, "--pairs", 2,
-                "--table-size", 100, "--server-option=--no-such-option", timeout=120)
+                "--table-size", 100, "--server-option=--no-such-option")
     assert run.returncode == 3
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "server A did not start" in lines[0], run.stderr
 
 
 # Every statement written to the general log (a table, through the CSV engine) and traced by the
-# optimizer (a JSON trace each): the same binary then serves point selects about 30% slower (0.68
-# to 0.72 in four runs of this test on a Zen 4 VM, upper bounds <= 0.734), far outside the noise of
-# six pairs. The general log alone cost 14-20% there: too close to the 10% this test asserts.
+# optimizer (a JSON trace each): the same binary then executes 4.6 times the instructions per
+# point select, and served them at 0.68 to 0.72 of the baseline's rate on a quiet Zen 4 VM, at
+# 0.48 to 0.61 in twelve runs beside a build on an Intel VM. Load slows both builds alike,
+# interleaved, and the gate adds pairs while a noisy interval still spans its minimum: it
+# refuted this candidate in every run. The general log alone cost 14-20%: close enough to 1
+# for a noisy machine to leave the gate open.
 HANDICAP = ("--general-log=ON", "--log-output=TABLE", "--optimizer-trace=enabled=on")
 
 
@@ -177,15 +229,20 @@ def test_a_handicapped_candidate_is_stopped_by_the_release_gate(tmp_path):
     run = bench("--baseline", DEBIAN_BASEDIR, "--candidate", DEBIAN_BASEDIR, "--out", tmp_path,
                 "--workloads", "oltp_point_select", "--threads", 1, "--time", 3, "--pairs", PAIRS,
                 "--warmup", 2, "--tables", 1, "--table-size", 1000, "--buffer-pool", "64M", "--rate", "off",
+                "--callgrind", "--callgrind-events", 300,
                 "--policy", "release", *(f"--candidate-handicap={option}" for option in HANDICAP))
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr
     assert "[bench] candidate handicapped (to test the gate): --general-log=ON" in run.stdout
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["settings"]["candidate_handicap"] == list(HANDICAP)
-    single = [c for c in result["analysis"]["throughput"] if c["threads"] == 1][0]
-    assert single["high"] < 0.9, single
+    # The handicap is real and large whatever the load: several times the instructions.
+    ir = result["analysis"]["callgrind"]["per_transaction"]["Ir"]
+    assert ir["ratio"] > HANDICAP_WORK, ir
+    # The gate's decision, on what it decides from: the recorded pairs' interval, not a speed.
+    single = judged_from_the_recorded_pairs(result)[1]
     verdict = result["verdict"]
-    assert (verdict["outcome"], verdict["publish"], verdict["min_speedup"]) == ("fail", False, 1.0)
+    assert verdict["min_speedup"] == 1.0 and single["high"] < verdict["min_speedup"], single
+    assert (verdict["outcome"], verdict["publish"]) == ("fail", False)
     assert "upper bound < minimum 1" in verdict["summary"], verdict["summary"]
     # Refuted, not merely unproven: the gate stopped as soon as it knew.
     assert result["sequential"]["stopped"] == {"oltp_point_select": "decided"}

@@ -289,7 +289,8 @@ def test_release_gives_up_on_a_worker_that_is_not_connected(master):
                          "giving up after 3 s",
                          "release-local: gave up waiting for a worker: no worker connected within 3 s; "
                          "request cancelled"]
-        assert time.monotonic() - started < 30
+        # After its 3 s and a few polls, not the default 15 minutes: a busy machine slows the polls.
+        assert time.monotonic() - started < 300
         assert not (settings.downloads / "1.0.4").exists()
     finally:
         local.start(runtime)
