@@ -131,7 +131,8 @@ def execute(p, log):
     progress = Progress()
     started = time.monotonic()
     try:
-        status = log.run(command, check=False, timeout=p.minutes * 60, watch=progress.line)
+        # mtr must start in its own folder (mysql-test/).
+        status = log.run(command, cwd=p.runner.parent, check=False, timeout=p.minutes * 60, watch=progress.line)
     except CommandTimedOut:
         raise PipelineError(f"{suite.name} {chosen.name} ran past its time limit of {p.minutes:g} min, "
                             f"stopped after {progress.done} tests; its vardir is kept in {p.var}") from None
