@@ -217,10 +217,10 @@ def test_server_that_does_not_start_is_an_infrastructure_error(tmp_path):
 # Every statement written to the general log (a table, through the CSV engine) and traced by the
 # optimizer (a JSON trace each): the same binary then executes 4.6 times the instructions per
 # point select, and served them at 0.68 to 0.72 of the baseline's rate on a quiet Zen 4 VM, at
-# 0.48 to 0.61 in sixteen runs beside a build on an Intel VM. Load slows both builds alike,
-# interleaved, and the gate adds pairs while a noisy interval still spans its minimum: it
-# refuted this candidate in every run. The general log alone cost 14-20%: close enough to 1
-# for a noisy machine to leave the gate open.
+# 0.53 and 0.55 on a quiet Intel VM, and at 0.48 to 0.61 in sixteen runs on that VM beside a
+# build. Load slows both builds alike, interleaved, and the gate adds pairs while a noisy
+# interval still spans its minimum: it refuted this candidate in every run. The general log
+# alone cost 14-20%: close enough to 1 for a noisy machine to leave the gate open.
 HANDICAP = ("--general-log=ON", "--log-output=TABLE", "--optimizer-trace=enabled=on")
 
 
