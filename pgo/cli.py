@@ -154,11 +154,16 @@ def count(text):
     return int(text)
 
 
-def minutes(text):
+def number(text):
+    """A decimal number, or None for text that is none."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        value = None
+        return None
+
+
+def minutes(text):
+    value = number(text)
     if value is None or not 0 < value < 10000:
         raise PipelineError(f"expected minutes above 0, not {text!r}")
     return value
@@ -167,10 +172,7 @@ def minutes(text):
 def share(text):
     """A share of the hot objects a PGO build must cover: above 0 (a build that used no profile is no PGO
     build), at most 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
+    value = number(text)
     if value is None or not 0 < value <= 1:
         raise PipelineError(f"expected a share above 0 and at most 1 (0.3 is 30%), not {text!r}")
     return value
@@ -257,24 +259,23 @@ def cmd_test(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
     ctx = Context(workdir, settings)
-    set_name = testrun.set_name(ctx.product, settings, args.set)
-    ctx.overrides["test"] = {"set_name": set_name, "minutes": args.time_limit, "vardir": args.vardir}
+    chosen = testrun.chosen_set(ctx.product, settings, args.set)
+    ctx.overrides["test"] = {"set_name": chosen.name, "minutes": args.time_limit, "vardir": args.vardir}
     testrun.plan(ctx, **ctx.overrides["test"])     # refuse before the phase forgets the earlier run
-    pipeline = (*pipeline_of(settings), "test") if settings.tests == "off" else pipeline_of(settings)
+    # The whole pipeline, test phase included, even for a work directory built with --tests off.
     with workdir.locked():
-        run_phases(ctx, pipeline, ["test"])
+        run_phases(ctx, PIPELINES[pipeline_name(settings)], ["test"])
 
 
 def cmd_test_verdict(args):
     candidate = Workdir(args.candidate)
     settings = candidate.load_settings()
     product = Context(candidate, settings).product
-    set_name = testrun.set_name(product, settings, args.set)
-    chosen = testrun.test_suite(product).test_set(set_name)
-    baseline = testrun.load_results(Workdir(args.baseline), set_name) if args.baseline else None
+    chosen = testrun.chosen_set(product, settings, args.set)
+    baseline = testrun.load_results(Workdir(args.baseline), chosen.name) if args.baseline else None
     limit = chosen.max_environment_failures if args.max_environment_failures is None else args.max_environment_failures
-    verdict = testrun.verdict(testrun.load_results(candidate, set_name), baseline, limit)
-    write_json(testrun.results_dir(candidate, set_name) / testrun.VERDICT, verdict)
+    verdict = testrun.verdict(testrun.load_results(candidate, chosen.name), baseline, limit)
+    write_json(testrun.results_dir(candidate, chosen.name) / testrun.VERDICT, verdict)
     print(lines.test_verdict(verdict), flush=True)
     if not verdict["passed"]:
         for problem in verdict["problems"][1:]:

@@ -156,11 +156,10 @@ def test_suite(product):
     return product.tests
 
 
-def set_name(product, settings, asked=None):
+def chosen_set(product, settings, asked=None):
     """The test set a command means: the one asked for, else the work directory's, else the product's default."""
     suite = test_suite(product)
-    name = asked or (settings.tests if settings.tests != "off" else suite.default_set)
-    return suite.test_set(name).name
+    return suite.test_set(asked or (settings.tests if settings.tests != "off" else suite.default_set))
 
 
 def has_suite(stage, suite, name):
