@@ -56,7 +56,7 @@ class TestSuite:
     runner: tuple[str, ...]
     # Options every run passes (a set adds its own; the phase adds vardir, report, parallel, limits).
     options: tuple[str, ...]
-    # Where a suite's folder is in the staged tree (glob patterns with {suite}).
+    # Where a suite's folder is, relative to the runner's folder (glob patterns with {suite}).
     suite_dirs: tuple[str, ...]
     sets: dict
     default_set: str

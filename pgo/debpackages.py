@@ -72,8 +72,8 @@ def make(build, recipe, folder, scratch):
         for target, link in spec.get("links", []):
             make_link(root, target.format(multiarch=multiarch), link.format(multiarch=multiarch))
         install_docs(build, recipe, spec, origins, root, version)
-        overrides = product_dir / f"{name}.lintian-overrides"
-        if overrides.is_file():
+        overrides = lintian_overrides(spec, origins, product_dir)
+        if overrides:
             copy_file(overrides, root / "usr/share/lintian/overrides" / name)
         arch_of = "all" if spec.get("architecture") == "all" else arch
         control = control_fields(build, recipe, spec, version, arch_of, root, scratch)
@@ -121,7 +121,8 @@ def install_rule(rule, origins, root, package, claimed, multiarch, layout):
         for source in tree:
             at = target / source.relative_to(path) if source != path else target
             if source.is_symlink():
-                make_symlink(at, os.readlink(source))
+                # lintian refuses spurious segments (mtr's `mtr -> ./mariadb-test-run.pl`)
+                make_symlink(at, os.path.normpath(os.readlink(source)))
             elif source.is_dir():
                 at.mkdir(parents=True, exist_ok=True)
             elif origin == "configure":
@@ -132,6 +133,19 @@ def install_rule(rule, origins, root, package, claimed, multiarch, layout):
                     at.write_text(at.read_text().replace("@MULTIARCH@", multiarch))
             copied.add(source)
     return copied
+
+
+def lintian_overrides(spec, origins, product_dir):
+    """The package's lintian overrides: the recipe's `lintian_overrides` ("src:debian/X.lintian-overrides",
+    MariaDB's own where it has them), else packaging/deb/<product>/<package>.lintian-overrides if present."""
+    if "lintian_overrides" not in spec:
+        default = product_dir / f"{spec['name']}.lintian-overrides"
+        return default if default.is_file() else None
+    origin, _, name = spec["lintian_overrides"].partition(":")
+    path = origins.get(origin, Path("/nonexistent")) / name
+    if not path.is_file():
+        raise PipelineError(f"package {spec['name']}: lintian_overrides '{spec['lintian_overrides']}' is missing")
+    return path
 
 
 def configure(template, target, values, package):

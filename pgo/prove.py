@@ -8,19 +8,22 @@ format (buildinfo.json says which):
           the server on a private socket, query it, shut it down; then the
           product's smoke test set (mtr) from the tarball's own test suite
   rpm     rpm -qp metadata, file list and requirements; rpmlint without errors;
-          the payload extracted with rpm2cpio | cpio runs as the bintar does
+          the payload extracted with rpm2cpio | cpio runs as the bintar does,
+          then the smoke test set from the test package's suite there
   deb     lintian without errors; installed with apt into a clean chroot made by
           mmdebstrap (never into this host), the server started there, queried,
-          stopped
+          stopped; then the smoke test set from the installed test package, in
+          the chroot, as nobody
 The run itself is packaging/smoke/<product>.sh; its `version_comment:` line must
 carry the build's mark: the profile id for PGO packages, "plain build" otherwise.
 """
 
+import shlex
 import stat
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
@@ -31,6 +34,8 @@ from pgo.workdir import read_json
 
 # The test set `pgo prove` runs on what a package installed (pgo/configs.toml).
 SMOKE_SET = "smoke"
+# The user the test set runs as in the chroot: base-passwd's nobody/nogroup, in every Debian system.
+NOBODY = 65534
 
 
 def register(subparsers):
@@ -167,26 +172,47 @@ def smoke(info, *args, command=None):
     raise PipelineError(f"{script.name} reported no version_comment line")
 
 
-def run_test_set(info, tree, scratch, what):
-    """The product's smoke test set on what a package installed, as MariaDB's Buildbot tests its packages."""
+def smoke_set(info):
+    """The product's test suite and its smoke set, or (None, None) when it has none."""
     suite = product(info["product"]).tests
     if suite is None or SMOKE_SET not in suite.sets:
+        return None, None
+    return suite, suite.test_set(SMOKE_SET)
+
+
+def test_runner(recipe, fmt, info, present):
+    """Where the format's test package installs the runner: the first of the recipe's `test_runner`
+    paths that `present` (a test on a path relative to the installed root) finds."""
+    if "test_runner" not in recipe:
+        raise PipelineError(f"packaging/{fmt}/{info['product']}.toml names no test_runner: the "
+                            f"{SMOKE_SET} test set cannot run on what the packages install")
+    candidates = recipe["test_runner"]
+    found = next((path for path in candidates if present(path)), None)
+    if found is None:
+        raise PipelineError(f"no test suite in the {fmt} packages: none installs {' or '.join(candidates)}")
+    return found
+
+
+def run_test_set(info, tree, scratch, what, runner=None):
+    """The product's smoke test set on what a package installed, as MariaDB's Buildbot tests its packages."""
+    suite, chosen = smoke_set(info)
+    if suite is None:
         return
     # The test user (as root) must reach the tree in this private temporary folder.
     scratch.chmod(scratch.stat().st_mode | stat.S_IXOTH)
-    planned = testrun.plan_tree(suite, suite.test_set(SMOKE_SET), tree, scratch / "tests", what,
-                                "the package")
+    planned = testrun.plan_tree(suite, chosen, tree, scratch / "tests", what, "the package", runner=runner)
     log = PhaseLog(scratch / "tests.log", "prove")
     try:
         results = testrun.execute(planned, log)
     finally:
         log.close()
+    report_tests(results, what)
+
+
+def report_tests(results, what):
     for line in testrun.describe(results):
         say(f"  {line}")
-    if results["failed"] or not results["counts"]["passed"]:
-        first = results["failed"][0] if results["failed"] else None
-        raise PipelineError(f"{what} fails the {SMOKE_SET} test set: " + (
-            f"{first['test']}: {first['first_error']}" if first else "no test passed"))
+    testrun.refuse_failures(results, SMOKE_SET, what)
 
 
 # --- bintar -------------------------------------------------------------------
@@ -244,7 +270,12 @@ def prove_rpm(folder, info, args):
             run(["sh", "-c", f"rpm2cpio '{rpm}' | cpio -idm --quiet"], cwd=tmp)
         base = Path(tmp) / Path(path).parent.parent.relative_to("/")
         say(f"  every package extracted with rpm2cpio | cpio, running it from {Path(path).parent.parent}")
-        return smoke(info, "tree", base)
+        comment = smoke(info, "tree", base)
+        if smoke_set(info)[0]:
+            recipe = load_toml(RECIPES / "rpm" / f"{info['product']}.toml")
+            runner = test_runner(recipe, "rpm", info, lambda p: (Path(tmp) / p).is_file())
+            run_test_set(info, Path(tmp), Path(tmp), f"the rpm set's /{runner}", runner=runner)
+        return comment
 
 
 # --- deb ----------------------------------------------------------------------
@@ -274,11 +305,22 @@ def prove_deb(folder, info, args):
     say("  lintian:")
     run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
         show=True)
-    return in_chroot(folder, debs, info, args, recipe)
+    with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
+        comment = in_chroot(folder, debs, info, args, recipe, Path(tmp))
+        suite, _ = smoke_set(info)
+        if suite:
+            junit = Path(tmp) / testrun.JUNIT
+            if not junit.is_file():
+                raise PipelineError(f"{suite.name} {SMOKE_SET} in the chroot wrote no report (its output is above)")
+            results = testrun.summarise(testrun.read_junit(junit))
+            results.update(runner=suite.name, set=SMOKE_SET, seconds=float((Path(tmp) / "seconds").read_text()))
+            report_tests(results, "the installed deb packages")
+        return comment
 
 
-def in_chroot(folder, debs, info, args, recipe):
-    """Install into a throw-away Debian chroot with apt and run the smoke script there.
+def in_chroot(folder, debs, info, args, recipe, scratch):
+    """Install into a throw-away Debian chroot with apt and run the smoke script there, then the smoke
+    test set from the installed test package (its JUnit report copied out to scratch).
 
     mmdebstrap sets up and tears down the chroot's mounts around its hooks, and
     the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
@@ -295,13 +337,39 @@ def in_chroot(folder, debs, info, args, recipe):
     hooks += [f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"',
               'chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" '
               + " ".join(run(["dpkg-deb", "-f", d, "Package"]).strip() for d in debs),
-              'chroot "$1" sh /tmp/pgo-smoke.sh system']
+              'chroot "$1" sh /tmp/pgo-smoke.sh system',
+              *chroot_tests(info, recipe, debs, scratch)]
     command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
                *(f"--customize-hook={hook}" for hook in hooks), args.distribution, "/dev/null"]
     if args.mirror:
         command.append(args.mirror)
     say(f"  mmdebstrap {args.distribution} chroot: apt install {len(debs)} packages, run the smoke test")
     return smoke(info, command=command)
+
+
+def chroot_tests(info, recipe, debs, scratch):
+    """Hooks that run the smoke test set from the installed test package, as MariaDB's Buildbot runs mtr
+    from its installed debs: as `nobody` (mtr refuses root), the JUnit report and time copied to scratch."""
+    suite, chosen = smoke_set(info)
+    if suite is None:
+        return []
+    # `-rwxr-xr-x root/root 1234 2026-11-26 19:00 ./usr/share/...` (a symlink adds ` -> target`)
+    contents = {line.split(" ./", 1)[1].split(" -> ")[0] for deb in debs
+                for line in run(["dpkg-deb", "--contents", deb]).splitlines() if " ./" in line}
+    runner = PurePosixPath("/") / test_runner(recipe, "deb", info, lambda p: p in contents)
+    (scratch / testrun.SKIP_LIST).write_text(testrun.skip_text(chosen))
+    inside = PurePosixPath("/tmp/pgo-tests")
+    command = testrun.runner_command(suite, chosen, runner, chosen.suites, inside / "var", inside / testrun.JUNIT,
+                                     inside / testrun.SKIP_LIST, chosen.minutes)
+    as_nobody = f"cd {shlex.quote(str(runner.parent))} && exec {shlex.join(command)}"
+    out = shlex.quote(str(scratch))
+    say(f"  then {suite.name} {SMOKE_SET} from {runner} in the chroot, as nobody")
+    return [f'mkdir -p "$1{inside}/var" && cp {out}/{testrun.SKIP_LIST} "$1{inside}/" '
+            f'&& chown -R {NOBODY}:{NOBODY} "$1{inside}"',
+            f'started=$(date +%s); chroot "$1" setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups '
+            f'--reset-env env HOME={inside} PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c {shlex.quote(as_nobody)} '
+            f'|| echo "{suite.name} exited with status $?"; echo $(( $(date +%s) - started )) > {out}/seconds',
+            f'if [ -f "$1{inside}/{testrun.JUNIT}" ]; then cp "$1{inside}/{testrun.JUNIT}" {out}/; fi']
 
 
 PROVERS = {"bintar": prove_bintar, "rpm": prove_rpm, "deb": prove_deb}

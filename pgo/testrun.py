@@ -62,10 +62,7 @@ class Plan:
     suites: tuple[str, ...]
     out: Path
     var: Path
-
-    @property
-    def runner(self):
-        return self.tree / self.suite.runner[-1]
+    runner: Path
 
 
 def plan(ctx, set_name=None, minutes=None, vardir=None):
@@ -77,19 +74,22 @@ def plan(ctx, set_name=None, minutes=None, vardir=None):
                      f"configuration {ctx.config.name}", minutes, vardir)
 
 
-def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None):
-    """A run of a test set on a tree (a staged build, an unpacked package); refuse what cannot work."""
-    runner = tree / suite.runner[-1]
+def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None, runner=None):
+    """A run of a test set on a tree (a staged build, an unpacked package); refuse what cannot work.
+
+    The runner is at suite.runner's path in the tree, or at `runner` (its place in a package)."""
+    runner = tree / (runner or suite.runner[-1])
     if not runner.is_file():
-        raise PipelineError(f"no test suite in {what}: {runner} is missing ({maker} installs no {suite.runner[-1]})")
-    missing = [s for s in chosen.suites if not has_suite(tree, suite, s)]
+        raise PipelineError(f"no test suite in {what}: {runner} is missing "
+                            f"({maker} installs no {runner.relative_to(tree)})")
+    missing = [s for s in chosen.suites if not has_suite(runner.parent, suite, s)]
     if missing:
         raise PipelineError(f"test set {chosen.name} runs suite {missing[0]}, which {what} lacks "
-                            f"(looked for {', '.join(suite.suite_dirs)})")
+                            f"(looked for {', '.join(suite.suite_dirs)} in {runner.parent})")
     var = Path(vardir).resolve() / f"pgo-{chosen.name}" if vardir else out / "var"
     check_room(var, chosen)
-    suites = (*chosen.suites, *(s for s in chosen.optional_suites if has_suite(tree, suite, s)))
-    return Plan(suite, chosen, chosen.minutes if minutes is None else minutes, tree, suites, out, var)
+    suites = (*chosen.suites, *(s for s in chosen.optional_suites if has_suite(runner.parent, suite, s)))
+    return Plan(suite, chosen, chosen.minutes if minutes is None else minutes, tree, suites, out, var, runner)
 
 
 def run_tests(ctx, log, set_name=None, minutes=None, vardir=None):
@@ -111,17 +111,15 @@ def execute(p, log):
     shutil.rmtree(p.var, ignore_errors=True)
     p.var.mkdir(parents=True)
     skip_list = p.out / SKIP_LIST
-    skip_list.write_text("".join((TESTS_DIR / name).read_text() for name in chosen.skip_lists))
+    skip_list.write_text(skip_text(chosen))
     user = unprivileged(log)
     if user:
         # The runner writes only into its vardir and reads the tree and the skip list.
         for path in (p.out, p.var, skip_list):
             os.chown(path, user.pw_uid, user.pw_gid)
-        check_readable(user, [p.runner, p.tree, p.var, skip_list])
+        check_readable(user, [p.runner, p.runner.parent, p.var, skip_list])
     report = p.var / JUNIT
-    command = [*suite.runner[:-1], p.runner, *suite.options, f"--suite={','.join(p.suites)}", *chosen.args,
-               f"--vardir={p.var}", f"--xml-report={report}", f"--parallel={os.cpu_count() or 1}",
-               f"--skip-test-list={skip_list}", f"--suite-timeout={math.ceil(p.minutes) + 1}"]
+    command = runner_command(suite, chosen, p.runner, p.suites, p.var, report, skip_list, p.minutes)
     if user:
         command = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
                    "--reset-env", "--", "env", f"HOME={p.var}", f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -150,6 +148,26 @@ def execute(p, log):
     return results
 
 
+def skip_text(chosen):
+    """The test set's skip lists as one file, as the runner reads it."""
+    return "".join((TESTS_DIR / name).read_text() for name in chosen.skip_lists)
+
+
+def runner_command(suite, chosen, runner, suites, var, report, skip_list, minutes):
+    """The runner's command line: the same on a staged tree and in a chroot with the packages installed."""
+    return [*suite.runner[:-1], str(runner), *suite.options, f"--suite={','.join(suites)}", *chosen.args,
+            f"--vardir={var}", f"--xml-report={report}", f"--parallel={os.cpu_count() or 1}",
+            f"--skip-test-list={skip_list}", f"--suite-timeout={math.ceil(minutes) + 1}"]
+
+
+def refuse_failures(results, set_name, what):
+    """A short set run on what a package installed must pass whole: its failure, in one line."""
+    if results["failed"] or not results["counts"]["passed"]:
+        first = results["failed"][0] if results["failed"] else None
+        raise PipelineError(f"the {set_name} test set failed on {what}: " + (
+            f"{first['test']}: {first['first_error']}" if first else "no test passed"))
+
+
 def test_suite(product):
     if product.tests is None:
         raise PipelineError(f"product {product.name} has no test suite in pgo/configs.toml")
@@ -162,8 +180,8 @@ def chosen_set(product, settings, asked=None):
     return suite.test_set(asked or (settings.tests if settings.tests != "off" else suite.default_set))
 
 
-def has_suite(stage, suite, name):
-    return any(path.is_dir() for pattern in suite.suite_dirs for path in stage.glob(pattern.format(suite=name)))
+def has_suite(runner_dir, suite, name):
+    return any(path.is_dir() for pattern in suite.suite_dirs for path in runner_dir.glob(pattern.format(suite=name)))
 
 
 def check_room(var, chosen):

@@ -5,6 +5,7 @@ with the checked one, atomic publication, and the install-and-run proofs."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -55,8 +56,10 @@ def test_every_folder_has_its_packages_checksums_and_buildinfo(published):
     assert names(published["pgo", "bintar"]) == [
         "buildinfo.json", "fixture-1.0.0+pgo-linux-x86_64.tar.gz", "sha256sums.txt"]
     assert names(published["pgo", "rpm"]) == ["buildinfo.json", "fixture-common-1.0.0+pgo-1.noarch.rpm",
-                                              "fixture-server-1.0.0+pgo-1.x86_64.rpm", "sha256sums.txt"]
-    assert names(published["pgo", "deb"]) == ["buildinfo.json", f"fixture_1.0.0+pgo-1_{ARCH}.deb", "sha256sums.txt"]
+                                              "fixture-server-1.0.0+pgo-1.x86_64.rpm",
+                                              "fixture-test-1.0.0+pgo-1.noarch.rpm", "sha256sums.txt"]
+    assert names(published["pgo", "deb"]) == ["buildinfo.json", "fixture-test_1.0.0+pgo-1_all.deb",
+                                              f"fixture_1.0.0+pgo-1_{ARCH}.deb", "sha256sums.txt"]
     for folder in published.values():
         listed = dict(line.split("  ")[::-1] for line in (folder / "sha256sums.txt").read_text().splitlines())
         assert sorted(listed) == [n for n in names(folder) if n != "sha256sums.txt"]
@@ -92,7 +95,7 @@ def test_bintar_holds_the_checked_binary_under_mariadbs_naming(builds, published
 
 
 def test_rpm_metadata_and_contents(published):
-    rpm = lambda part: published["pgo", "rpm"] / f"fixture-{part}-1.0.0+pgo-1.{'noarch' if part == 'common' else 'x86_64'}.rpm"
+    rpm = lambda part: published["pgo", "rpm"] / f"fixture-{part}-1.0.0+pgo-1.{'x86_64' if part == 'server' else 'noarch'}.rpm"
     query = lambda part, *args: subprocess.run(["rpm", "-qp", *args, rpm(part)], capture_output=True,
                                                text=True, check=True).stdout
     assert query("server", "--qf", "%{NAME} %{VERSION} %{RELEASE}") == "fixture-server 1.0.0+pgo 1"
@@ -102,6 +105,9 @@ def test_rpm_metadata_and_contents(published):
     # The project's own -DRPM layout: the distribution's directories, one package each part.
     assert query("server", "--list").split() == ["/usr/bin/fixture"]
     assert query("common", "--list").split() == ["/usr/share/fixture", "/usr/share/fixture/VERSION"]
+    # The test suite, as MariaDB-test carries mtr: what `pgo prove` runs its smoke set with.
+    assert "/usr/share/fixture/test/run" in query("test", "--list").split()
+    assert {"fixture-server", "python3"} <= set(query("test", "--requires").split())
 
 
 def test_rpm_is_its_own_build_with_the_same_profile(builds, published):
@@ -213,6 +219,8 @@ def test_proof_runs_the_unpacked_package_and_sees_its_mark(published, kind, fmt)
     assert "proof passed" in result.stdout and mark in result.stdout
     if fmt == "rpm":
         assert "0 errors" in result.stdout and "libc.so.6" in result.stdout
+    # the smoke test set, from the package's own test suite
+    assert re.search(r"fixture tests smoke: [1-9]\d* passed, 0 failed", result.stdout), result.stdout
 
 
 @pytest.mark.skipif(shutil.which("mmdebstrap") is None or os.geteuid() != 0,
@@ -222,6 +230,10 @@ def test_deb_proof_installs_into_a_clean_chroot(published):
     assert "Setting up fixture (1.0.0+pgo-1)" in result.stdout
     assert "fixture 1.0.0+pgo-1 install ok installed" in result.stdout
     assert "proof passed: version comment 'fixture 1.0.0 fixture, PGO build, profile 1.0.0-" in result.stdout
+    # the smoke test set from the installed fixture-test, in the chroot, as nobody
+    assert "fixture-test 1.0.0+pgo-1 install ok installed" in result.stdout
+    assert "from /usr/share/fixture/test/run in the chroot, as nobody" in result.stdout
+    assert re.search(r"fixture tests smoke: [1-9]\d* passed, 0 failed", result.stdout), result.stdout
 
 
 def test_proof_rejects_a_tampered_folder(builds, published):

@@ -8,6 +8,7 @@ crashes, FIXTURE_SLOW=N a server that hangs (tests/fixture/src/main.c).
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -183,15 +184,31 @@ def test_a_flaky_test_passes_and_is_named():
     assert summary["failed"][0]["attempts"] == 2
 
 
-def test_prove_runs_the_smoke_set_from_the_package_and_refuses_a_failing_one(tmp_path, builds):
+@pytest.fixture(scope="module")
+def miscompiled(tmp_path_factory):
+    """A build whose hot path computes a wrong digest: what only the test suite notices."""
+    bad = tmp_path_factory.mktemp("miscompiled") / "w"
+    run_pgo(*BUILD, "--workdir", bad, "--tests", "off", env={"FIXTURE_INJECT": "wrong-digest"})
+    return bad
+
+
+# What each format's proof calls what it ran the smoke set on.
+RAN_ON = {"bintar": "fixture-1.0.0+pgo-linux-x86_64.tar.gz", "rpm": "the rpm set's /usr/share/fixture/test/run",
+          "deb": "the installed deb packages"}
+
+
+@pytest.mark.parametrize("fmt", ["bintar", "rpm", "deb"])
+def test_prove_runs_the_smoke_set_from_the_package_and_refuses_a_failing_one(tmp_path, builds, miscompiled, fmt):
+    if fmt == "deb" and (shutil.which("mmdebstrap") is None or os.geteuid() != 0):
+        pytest.skip("the deb proof needs mmdebstrap and root for its chroot")
     pgo, _ = builds
-    run_pgo("package", "--workdir", pgo, "--format", "bintar", "--out", tmp_path / "good")
+    run_pgo("package", "--workdir", pgo, "--format", fmt, "--out", tmp_path / "good")
     proof = run_pgo("prove", tmp_path / "good")
     assert "  fixture tests smoke: 1 passed, 0 failed, 0 skipped" in proof.stdout
-    bad = tmp_path / "bad"
-    run_pgo(*BUILD, "--workdir", bad, "--tests", "off", env={"FIXTURE_INJECT": "wrong-digest"})
-    run_pgo("package", "--workdir", bad, "--format", "bintar", "--out", tmp_path / "bad-packages")
+    # the rpm route compiles again: the same fault in its build
+    run_pgo("package", "--workdir", miscompiled, "--format", fmt, "--out", tmp_path / "bad-packages",
+            env={"FIXTURE_INJECT": "wrong-digest"})
     refused = run_pgo("prove", tmp_path / "bad-packages", check=False)
     assert refused.returncode == 1
-    assert refused.stderr.endswith("pgo: error: fixture-1.0.0+pgo-linux-x86_64.tar.gz fails the smoke test set: "
+    assert refused.stderr.endswith(f"pgo: error: the smoke test set failed on {RAN_ON[fmt]}: "
                                    "main.digest: fixture-test: result content mismatch\n")
