@@ -83,7 +83,7 @@ from pathlib import Path
 from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
 from pgo.source import sha256_file, version_key, version_line
-from pgo.toolchain import build_environment, detect, fingerprint, gcov_binary, pgo_flags
+from pgo.toolchain import build_environment, config_flags, detect, fingerprint, gcov_binary
 from pgo.workdir import Workdir, read_json
 
 MANIFEST_FORMAT = 1
@@ -297,7 +297,7 @@ def manifest_of(workdir, kind):
         "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
-        "flags": pgo_flags("optimized", "PROFILE_DIR", "BUILD_DIR", lto=config.lto)[0],
+        "flags": config_flags("optimized", config)[0],
         # As the build that used it had them: `pgo archive store` may run in another environment.
         "flags_fingerprint": use["identity"][contract.FLAGS_ID],
         "build_environment": use["identity"].get(contract.ENVIRONMENT_ID, {}),

@@ -14,9 +14,9 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, contract, lines, package, source, testrun
+from pgo import PipelineError, archive, bench, bolt, contract, lines, package, source, testrun
 from pgo.config import build_config, config_names, default_config
-from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases
+from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.atomic import write_json
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir, require_usable_path
@@ -121,6 +121,7 @@ def make_parser():
 
     phases = sub.add_parser("phases", help="list the phases of a pipeline")
     phases.add_argument("--pgo", choices=sorted(PIPELINES), default="on")
+    phases.add_argument("--config", default=default, help=f"{config_help}; bolt = true adds the bolt phase")
     phases.add_argument("--json", action="store_true")
     phases.add_argument("--files", action="store_true",
                         help="the work directory's contract: every path, who writes and reads it, what it carries")
@@ -215,6 +216,8 @@ def cmd_build(args):
     ctx = Context(workdir, settings)          # validates the configuration
     ctx.compiler                              # and the compiler, before anything is written
     ctx.environment                           # and the environment
+    if ctx.config.bolt and args.pgo == "on":
+        bolt.tools()                          # and BOLT, which runs after the long builds
     for path, option in ((workdir.root, "--workdir"), (ctx.profile, "--profile-dir"),
                          (workdir.cache(settings), "--cache")):
         require_usable_path(path, option)
@@ -288,7 +291,8 @@ def cmd_phases(args):
     if args.files:
         print_contract(args.json)
         return
-    pipeline = PIPELINES[args.pgo]
+    config = build_config(args.config)
+    pipeline = tuple(name for name in PIPELINES[args.pgo] if runs(name, config))
     rows = [{"name": name, "title": PHASES[name].title,
              "inputs": [path for path in PHASES[name].inputs if contract.maker(pipeline, name, path)],
              "outputs": list(PHASES[name].outputs)} for name in pipeline]

@@ -9,6 +9,8 @@ from pgo import PipelineError
 from pgo.source import version_line
 
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
+# Each product's server binary: the one its packages are checked against, and the one BOLT rewrites.
+BINARIES_FILE = Path(__file__).resolve().parent.parent / "packaging" / "products.toml"
 # The test sets' skip lists (one test a line, with the reason).
 TESTS_DIR = Path(__file__).with_name("testsets")
 
@@ -81,6 +83,9 @@ class BuildConfig:
     # Link-time optimisation in every variant (pgo/toolchain.py LTO_FLAGS); part of the flags
     # fingerprint, so a profile made with it is never used without it, nor the other way.
     lto: bool = False
+    # BOLT after the optimised build (the bolt phase, pgo/bolt.py), and the flags it needs from GCC in
+    # every variant (pgo/toolchain.py BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS); part of the flags fingerprint.
+    bolt: bool = False
 
     def require_version(self, version):
         """Refuse a version of another product line than the configuration's."""
@@ -147,13 +152,26 @@ def build_config(name, data=None):
         if "-flto" in arg:
             raise PipelineError(f"configuration '{name}': '{arg}' sets LTO flags; set `lto = true` instead, "
                                 "so every variant and the flags fingerprint have them")
+        if any(flag in arg for flag in ("emit-relocs", "reorder-blocks-and-partition")):
+            raise PipelineError(f"configuration '{name}': '{arg}' sets BOLT's flags; set `bolt = true` instead, "
+                                "so every variant and the flags fingerprint have them")
     line = nearest("line")
     if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
         raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
-    lto = nearest("lto")
-    if lto is not None and not isinstance(lto, bool):
-        raise PipelineError(f"configuration '{name}': lto = {lto!r} is not true or false")
-    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"), bool(lto))
+    switches = {key: nearest(key) for key in ("lto", "bolt")}
+    for key, value in switches.items():
+        if value is not None and not isinstance(value, bool):
+            raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
+    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"),
+                       bool(switches["lto"]), bool(switches["bolt"]))
+
+
+def server_binary(product_name):
+    """{"binary": its path in the build tree, "staged_binary": [its paths in a staged tree]}."""
+    binaries = load(BINARIES_FILE)
+    if product_name not in binaries:
+        raise PipelineError(f"packaging/products.toml has no entry for product '{product_name}'")
+    return binaries[product_name]
 
 
 def test_set_names(data=None):

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from pgo import PipelineError, profile
 from pgo.atomic import write_json
+from pgo.source import sha256_file
 from pgo.toolchain import fingerprint
 from pgo.workdir import read_json
 
 SETTINGS, STATE = "settings.json", "state.json"
 SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
 TRAINING_COUNTS = "training-counts.json"
+BOLT_CHECK = "bolt.json"
 ARCHIVE_RECORD, BUILD_INFO, PACKAGE_INFO = "archive.json", "build-info.json", "buildinfo.json"
 TESTS = "tests"         # the test phase's results, one folder per test set (pgo/testrun.py)
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
@@ -46,11 +48,12 @@ ITEMS = (
          "the options the work directory was set up with; other options are refused"),
     Item(STATE, ("every phase",), ("every phase", "pgo package", "pgo archive store"),
          "per phase: done (with the identity of what it made) or failed (with the reason)"),
-    Item("src", ("source",), ("instrumented", "optimized", "plain", "stage", "pgo package"),
+    Item("src", ("source",), ("instrumented", "optimized", "bolt", "plain", "stage", "pgo package"),
          "link to the product line's shared source tree, held by each reader while it runs (pgo/source.py)"),
     Item(SOURCE_RECORD, ("source",), ("import", "archive", "stage"), "source checksum, kind, origin, version"),
-    Item("build/pgo", ("instrumented", "optimized"), ("check", "stage"),
-         "the instrumented, then the optimised build tree; its build token"),
+    Item("build/pgo", ("instrumented", "optimized", "bolt"), ("check", "bolt", "stage"),
+         "the instrumented, then the optimised build tree; its build token; with bolt, its server binary "
+         "BOLTed, the linked one kept beside it (<name>.pre-bolt)"),
     Item("build/instrumented-install", ("instrumented",), ("train",), "the instrumented server the training runs"),
     Item(PROFILE, ("train", "import"), ("check", "optimized", "archive"), "the .gcda set; profile id = its checksum"),
     Item("train", ("train",), ("check",),
@@ -60,10 +63,16 @@ ITEMS = (
     Item(TRAINING_COUNTS, ("check",), ("pgo bench --training-counts",),
          "how often the training entered each function, by name (pgo/profile.py function_entries), "
          "with the check's identity; not written for an imported profile (no notes)"),
-    Item(PROFILE_USE, ("optimized",), ("archive", "stage", "pgo package"),
+    Item(PROFILE_USE, ("optimized",), ("bolt", "archive", "stage", "pgo package"),
          "the optimised build's profile check: passed or not, the hot objects whose own record of their "
          "options shows the profile in effect, hot coverage, warnings, whether the profile is stale, with its "
          "identity (profile id, compiler, build environment) and the build token of the tree it checked"),
+    Item("bolt", ("bolt",), (),
+         "BOLT's work folder: the optimised build installed with its server binary instrumented by BOLT, the "
+         "training's work folder, its profiles (.fdata, one per process) merged, and the BOLTed binary"),
+    Item(BOLT_CHECK, ("bolt",), ("stage", "pgo package"),
+         "BOLT's check of the binary it rewrote: passed or not, the profile's functions that matched and did not, "
+         "the code it moved, the BOLTed binary's checksum and the build token of its tree, with its identity"),
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
@@ -89,6 +98,8 @@ CARRIES = {
     "check": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
     "import": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
     "optimized": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    # BOLT rewrites the optimised build's binary: the same identity.
+    "bolt": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
     "archive": (PROFILE_ID,),
     "plain": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
     # Stage only installs: the identity of what it staged is its build's (build-info.json).
@@ -282,7 +293,25 @@ def staged_build(workdir):
         if not check.get("passed") or check.get("build_token") != tree_token:
             raise PipelineError(f"the optimised build in {workdir.root} did not pass its profile check: it is "
                                 "never packaged as PGO; `pgo package --as-plain` packages a plain build of it")
+        if info.get("bolt") is not None and checked_bolt(workdir, workdir.build(variant)) != info["bolt"]:
+            raise PipelineError(f"the staged build's BOLT check is not {workdir.root / BOLT_CHECK}: rerun phase stage")
     return info
+
+
+def checked_bolt(workdir, tree):
+    """bolt.json of the BOLTed binary now in tree, proven: it passed, and is of this very tree (its build
+    token) and binary (its checksum). Else an error that says why it is not."""
+    path = workdir.root / BOLT_CHECK
+    if not path.is_file():
+        raise PipelineError(f"{workdir.root} has no {BOLT_CHECK}: the BOLTed binary is not proven (run phase bolt)")
+    check = read_json(path)
+    if not check.get("passed"):
+        raise PipelineError(f"the BOLTed binary did not pass its check: {'; '.join(check.get('problems', []))}")
+    binary = tree / check["binary"]
+    if (check.get("build_token") != build_token(tree) or not binary.is_file()
+            or sha256_file(binary) != check["sha256"]):
+        raise PipelineError(f"{binary} is not the binary phase bolt made and checked: run phase bolt again")
+    return check
 
 
 def proven_profile(workdir, settings, use):

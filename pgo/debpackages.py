@@ -4,7 +4,7 @@ The reduced package set of packaging/deb/<product>.toml, the way MariaDB's
 autobake-deb.sh trims debian/control, built from the install of the checked
 build instead of a rebuild through debian/rules (which would compile the server
 again, with other flags, and lose the identity with the checked binary).
-Executables are stripped as dh_strip does; strip keeps the build-id.
+Executables are stripped as dh_strip does (strip keeps the build-id), except a BOLTed one.
 """
 
 import gzip
@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from pgo import PipelineError
-from pgo.package import RECIPES, changelog_line, describe, run, wrapped
+from pgo.bolt import bolted
+from pgo.package import RECIPES, changelog_line, describe, is_elf, run, wrapped
 from pgo.runner import say
 from pgo.source import upstream_of
 
-ELF_MAGIC = b"\x7fELF"
 RELATIONS = ("pre_depends", "depends", "recommends", "provides", "replaces", "breaks", "conflicts")
 SCRIPTS = ("preinst", "postinst", "prerm", "postrm")
 
@@ -75,6 +75,7 @@ def make(build, recipe, folder, scratch):
         overrides = lintian_overrides(spec, origins, product_dir)
         if overrides:
             copy_file(overrides, root / "usr/share/lintian/overrides" / name)
+        override_unstripped_bolted(root, name)
         arch_of = "all" if spec.get("architecture") == "all" else arch
         control = control_fields(build, recipe, spec, version, arch_of, root, scratch)
         write_control(root, control, spec, product_dir, version)
@@ -176,17 +177,27 @@ def copy_file(source, target):
         return
     shutil.copyfile(source, target)
     os.chmod(target, 0o755 if executable else 0o644)
-    if is_elf(target):
+    # A binary BOLT rewrote ships as BOLT wrote it: binutils' strip breaks its layout (pgo/bolt.py).
+    if is_elf(target) and not bolted(target):
         strip(target)
+
+
+def override_unstripped_bolted(root, package):
+    """The lintian override a package's BOLTed binaries need: they ship unstripped (copy_file)."""
+    bolted_files = [path.relative_to(root).as_posix() for path in walk(root)
+                    if path.is_file() and not path.is_symlink() and is_elf(path) and bolted(path)]
+    if not bolted_files:
+        return
+    overrides = root / "usr/share/lintian/overrides" / package
+    overrides.parent.mkdir(parents=True, exist_ok=True)
+    with open(overrides, "a") as f:
+        f.write("# Rewritten by BOLT, which binutils' strip breaks (llvm-project issue 89336).\n")
+        f.writelines(f"unstripped-binary-or-object [{path}]\n" for path in bolted_files)
+    os.chmod(overrides, 0o644)
 
 
 def is_manpage(path):
     return "usr/share/man/" in path.as_posix() and not path.name.endswith(".gz")
-
-
-def is_elf(path):
-    with open(path, "rb") as f:
-        return f.read(4) == ELF_MAGIC
 
 
 def strip(path):

@@ -35,8 +35,9 @@ def test_progress(done, failed):
 
 # The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
 # before each pass; the train phase echoes its output tagged `[train]`.
+# The bolt phase runs the same training against BOLT's instrumented binary.
 PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
-                      r"|^\[train\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
+                      r"|^\[(?:train|bolt)\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
 def progress(line):
@@ -126,6 +127,29 @@ def profile_use_result(line):
     match = PROFILE_USE.match(line)
     return (f"{match['stale'] or ''}profile used by {match['coverage']} of {match['hot']} hot objects, "
             f"{match['mismatch']} mismatches;") if match else None
+
+
+def bolt_check(check):
+    """BOLT's check of the binary it rewrote (pgo/bolt.py judge): how much of its profile matched the
+    binary, how much code it moved."""
+    taken = check["taken_branches"]
+    branches = (f", taken branches {si(taken['before'])} -> {si(taken['after'])}"
+                if taken["before"] and taken["after"] is not None else "")
+    return tagged("bolt", f"{check['binary'].rsplit('/', 1)[-1]} {'PASSED' if check['passed'] else 'FAILED'}: "
+                          f"profile matched {check['profiled_functions']} of {check['functions']} functions, "
+                          f"{check['stale_share']:.0%} of samples stale; {check['layout_changed_functions']} "
+                          f"functions laid out anew, {check['hot_text_bytes']} bytes of hot text{branches}")
+
+
+BOLT_CHECK = re.compile(r"^\[bolt\] (?P<binary>\S+) (?P<outcome>PASSED|FAILED): profile matched (?P<profiled>\d+) "
+                        r"of (?P<functions>\d+) functions, (?P<stale>\d+%) of samples stale; (?P<laid>\d+) functions "
+                        r"laid out anew, (?P<hot>\d+) bytes of hot text")
+
+
+def bolt_check_result(line):
+    match = BOLT_CHECK.match(line)
+    return (f"BOLT {match['outcome'].lower()}: {match['profiled']} of {match['functions']} functions profiled, "
+            f"{match['stale']} stale, {match['hot']} bytes of hot text;") if match else None
 
 
 def bench_verdict(verdict):
@@ -232,6 +256,7 @@ def error_reason(log_lines):
 RESULT_PARSERS = {
     "check": profile_check_result,
     "optimized": profile_use_result,
+    "bolt": bolt_check_result,
     "benchmark": bench_verdict_result,
     "version": latest_version_result,
     "test": test_result_result,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, contract
 from pgo.checksums import write_sha256sums
+from pgo.config import server_binary
 from pgo.runner import say
 from pgo.source import sha256_file
 from pgo.toolchain import built_with_lto
@@ -35,9 +36,13 @@ from pgo.workdir import REPO, Workdir
 RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
 BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
+ELF_MAGIC = b"\x7fELF"
 # After "+pgo" in the version of a build whose profile was trained on other source: '~' sorts it
 # before the same release's build with a fresh profile (dpkg, rpm).
 STALE_MARK = "~stale"
+# Last in the version of a build whose binary BOLT rewrote and checked (pgo/bolt.py): 10.11.19+pgo+bolt
+# sorts after 10.11.19+pgo (dpkg, rpm).
+BOLT_MARK = "+bolt"
 
 
 def register(subparsers):
@@ -69,7 +74,7 @@ class Build:
     workdir: Workdir
     info: dict
     variant: str            # "optimized" (PGO) or "plain"
-    label: str              # "pgo" or "" (plain builds carry no mark)
+    label: str              # "pgo" (with its stale and BOLT marks) or "" (plain builds carry no mark)
     release: int
     binary: Path            # the checked binary in the build tree
     build_id: str
@@ -98,14 +103,12 @@ def load_build(workdir_path, release=1):
     if not workdir.root.is_dir():
         raise PipelineError(f"work directory {workdir.root} does not exist")
     info = contract.staged_build(workdir)
-    products = load_toml(RECIPES / "products.toml")
-    if info["product"] not in products:
-        raise PipelineError(f"packaging/products.toml has no entry for product '{info['product']}'")
-    product = products[info["product"]]
-    # The label is the check's: only a build that passed its profile check is staged as optimised, and
-    # one whose profile was trained on other source says so.
+    product = server_binary(info["product"])
+    # The label is the check's: only a build that passed its profile check is staged as optimised, one
+    # whose profile was trained on other source says so, and one BOLTed only with BOLT's passed check.
     variant = info["variant"]
-    label = ("pgo" + (STALE_MARK if info["check"].get("stale") else "")) if variant == "optimized" else ""
+    label = ("pgo" + (STALE_MARK if info["check"].get("stale") else "") + (BOLT_MARK if info.get("bolt") else "")
+             if variant == "optimized" else "")
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
@@ -200,8 +203,9 @@ def write_buildinfo(build, fmt, folder, packages, identity):
         "pgo": info["pgo"],
         "profile_id": info["profile_id"],
         "stale_profile": bool((info["check"] or {}).get("stale")),
-        # The binary's own profile check (pgo prove reads the label from it).
+        # The binary's own profile check (pgo prove reads the label from it), and its BOLT check.
         "profile_use": info["check"],
+        "bolt": info.get("bolt"),
         "identity": info["identity"],
         "source": {k: info["source"][k] for k in ("version", "checksum", "kind", "origin")},
         "compiler": info["compiler"],
@@ -238,7 +242,9 @@ def check_identity(build, fmt, packages):
     with tempfile.TemporaryDirectory(prefix="pgo-identity-") as tmp:
         for package in packages:
             for copy in extract_named(fmt, package, build.binary_name, Path(tmp) / package.name):
-                found.append((package.name, build_id(copy)))
+                # Not a file of the same name that is no program (the fixture deb's lintian overrides).
+                if is_elf(copy):
+                    found.append((package.name, build_id(copy)))
     if not found:
         raise PipelineError(f"no package holds {build.binary_name}: the recipe lost the server")
     wrong = [f"{name} ({bid})" for name, bid in found if bid != build.build_id]
@@ -250,6 +256,11 @@ def check_identity(build, fmt, packages):
     return {"name": build.binary_name, "build_tree_path": str(build.binary.relative_to(build.tree)),
             "build_id": build.build_id, "sha256_in_build_tree": sha256_file(build.binary),
             "variant": build.variant}
+
+
+def is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == ELF_MAGIC
 
 
 def extract_named(fmt, package, name, into):
@@ -345,11 +356,16 @@ def make_rpm(build, folder, scratch):
         "CPACK_RPM_FILE_NAME": "RPM-DEFAULT",
         "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(rebuilt, spec, scratch / "changelog"),
     }
+    if rebuilt.info.get("bolt"):
+        # CPack's strip is binutils' strip on every binary, which breaks a BOLTed one: rpmbuild's strip
+        # (%__strip below) strips the others and leaves it as BOLT wrote it.
+        settings["CPACK_STRIP_FILES"] = "OFF"
     # rpmbuild macros CPack has no setting for, through rpmbuild's ~/.rpmmacros
     # (the project's CPACK_RPM_SPEC_MORE_DEFINE is MariaDB's own).
     home = scratch / "home"
     home.mkdir()
-    (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n")
+    (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n"
+                                     f"%__strip {RECIPES / 'strip-unless-bolted.sh'}\n")
     cpack(rebuilt, "RPM", scratch / "cpack", settings, env={"HOME": str(home)})
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
     if not rpms:
@@ -405,7 +421,8 @@ def build_nested(root, settings, what, release):
 
 
 def describe(text, build):
-    mark = (f"This build is optimised with GCC profile-guided optimisation ({profile_named(build)})."
+    bolted = " and laid out by BOLT from a profile of its server binary" if build.info.get("bolt") else ""
+    mark = (f"This build is optimised with GCC profile-guided optimisation ({profile_named(build)}){bolted}."
             if build.label else "This is a plain build, without profile-guided optimisation.")
     return f"{text.strip()}\n\n{mark}"
 
@@ -432,7 +449,8 @@ def profile_named(build):
 
 
 def changelog_line(build):
-    what = profile_named(build) if build.label else "no profile (plain build)"
+    what = (profile_named(build) + (", BOLTed" if build.info.get("bolt") else "")) if build.label \
+        else "no profile (plain build)"
     return (f"Built from {build.info['source']['origin']} with {build.info['compiler']['banner']}, "
             f"configuration {build.info['config']}, {what}.")
 

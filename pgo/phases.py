@@ -13,11 +13,12 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
-from pgo import PipelineError, archive, contract, lines, profile, proof, source, testrun
+from pgo import PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
 from pgo.atomic import write_json
-from pgo.config import build_config
+from pgo.config import build_config, server_binary
 from pgo.runner import PhaseLog, say
-from pgo.toolchain import build_environment, detect, gcov_binary, lto_tools, pgo_flags
+from pgo.source import sha256_file
+from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
 from pgo.workdir import REPO, read_json
 
 
@@ -108,7 +109,7 @@ def reads_source(name):
 def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
-    compile_flags, link_flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)
+    compile_flags, link_flags = config_flags(variant, ctx.config, ctx.profile, build_dir)
     # CMake puts these strings into the compile commands the shell runs: quote each
     # flag, so that a work directory with a space in its path builds too.
     compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
@@ -146,7 +147,7 @@ def build_variant(ctx, log, variant, comment):
 def prove_variant(ctx, log, variant):
     """Each object's own record of the options it was compiled with, judged for its variant (pgo/proof.py)."""
     build_dir = ctx.workdir.build(variant)
-    flags = pgo_flags(variant, ctx.profile, build_dir, lto=ctx.config.lto)[0]
+    flags = config_flags(variant, ctx.config, ctx.profile, build_dir)[0]
     records = proof.prove(build_dir, variant, flags, ctx.profile, ctx.product.hot_dirs)
     log.note(f"read the options that {records['recorded']} of {records['objects']} objects recorded, "
              f"in {records['seconds']} s")
@@ -181,8 +182,14 @@ def train(ctx, log):
     ctx.profile.mkdir(parents=True)
     shutil.rmtree(ctx.workdir.train, ignore_errors=True)
     ctx.workdir.train.mkdir(parents=True)
-    values = {"repo": REPO, "work": ctx.workdir.train, "stage": ctx.workdir.install("instrumented"),
-              "profile": ctx.profile, "cc": ctx.compiler.cc, "cxx": ctx.compiler.cxx}
+    run_training(ctx, log, ctx.workdir.install("instrumented"), ctx.workdir.train, ctx.profile)
+
+
+def run_training(ctx, log, stage, work, counters):
+    """The product's training workload (configs.toml `train`) against the build installed in stage;
+    the instrumented programs it builds itself (profile_load) write their counters into counters."""
+    values = {"repo": REPO, "work": work, "stage": stage, "profile": counters,
+              "cc": ctx.compiler.cc, "cxx": ctx.compiler.cxx}
     for step, command in enumerate(ctx.product.train, 1):
         log.note(f"training step {step} of {len(ctx.product.train)}")
         log.run([part.format(**values) for part in command], echo=True)
@@ -228,7 +235,10 @@ def describe_check(figures):
 def build_optimized(ctx, log):
     check = read_json(ctx.workdir.root / contract.PROFILE_CHECK)
     profile_id, stale = check["profile_id"], stale_origin(check)
-    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, PGO build, {profile_mark(profile_id, stale)}")
+    # With BOLT the binary is compiled saying so before BOLT rewrites it: only a passed BOLT check
+    # stages it (stage()), so the label still reaches no one without its proof.
+    kind = "PGO+BOLT build" if ctx.config.bolt else "PGO build"
+    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, {kind}, {profile_mark(profile_id, stale)}")
     build_dir = ctx.workdir.build("optimized")
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
@@ -241,6 +251,51 @@ def build_optimized(ctx, log):
     print(lines.profile_use(profile_id, verdict), flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
+
+
+def bolt_binary(ctx, log):
+    """BOLT the optimised build's server binary from a profile of that binary, trained by the product's
+    own training (pgo/bolt.py); check BOLT's report; put the BOLTed binary in its place in the tree."""
+    tools = bolt.tools()
+    tree = ctx.workdir.build("optimized")
+    paths = server_binary(ctx.product.name)
+    binary = tree / paths["binary"]
+    linked = bolt.original(binary)
+    folder = ctx.workdir.bolt
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    # The training runs the optimised build installed, as it ran the instrumented one, with BOLT's
+    # instrumented copy of the server binary in place of its own.
+    installed = folder / "install"
+    install(tree, installed, log)
+    staged = next((installed / path for path in paths["staged_binary"] if (installed / path).is_file()), None)
+    if staged is None:
+        raise PipelineError(f"installing {tree} put no {' or '.join(paths['staged_binary'])} into {installed}")
+    for name in ("fdata", "train"):
+        (folder / name).mkdir()
+    bolt.instrument(tools, linked, staged, folder / "fdata" / "profile", log)
+    # The training's own instrumented helpers (profile_load) count into a folder of their own,
+    # never into the build's profile.
+    run_training(ctx, log, installed, folder / "train", folder / "training-counters")
+    written = sorted((folder / "fdata").glob("profile.*.fdata"))
+    if not written:
+        raise PipelineError(f"the training wrote no BOLT profile (no .fdata in {folder / 'fdata'}): it did not run "
+                            f"{staged}, or that did not exit cleanly")
+    merged = folder / "profile.fdata"
+    bolt.merge(tools, written, merged, log)
+    output = folder / binary.name
+    figures = bolt.optimize(tools, linked, merged, output, log)
+    check = bolt.judge(figures, binary.name, output)
+    check.update(binary=paths["binary"], sha256=sha256_file(output), build_token=contract.build_token(tree),
+                 fdata_files=len(written), bolt=tools.identity(), options=list(bolt.OPTIMIZE))
+    # Written whether it passed or not, as the profile check is: stage reads the verdict.
+    contract.write(ctx, "bolt", contract.BOLT_CHECK, check)
+    print(lines.bolt_check(check), flush=True)
+    if not check["passed"]:
+        raise PipelineError("; ".join(check["problems"]))
+    replacement = binary.with_name(binary.name + ".bolt-new")
+    shutil.copy2(output, replacement)
+    os.replace(replacement, binary)
 
 
 def stale_origin(check):
@@ -279,6 +334,7 @@ def stage(ctx, log):
         raise PipelineError(f"{build_dir} is not the tree phase {variant} built and checked: run phase {variant} again")
     if check and not check["passed"]:
         raise PipelineError(f"the optimised build did not pass its profile check: {'; '.join(check['problems'])}")
+    bolt_check = contract.checked_bolt(ctx.workdir, build_dir) if check and ctx.config.bolt else None
     install(build_dir, ctx.workdir.stage, log)
     identity = check["identity"] if check else built["identity"]
     write_json(ctx.workdir.root / contract.BUILD_INFO, {
@@ -292,10 +348,12 @@ def stage(ctx, log):
         "check": check,
         "profile_id": check["profile_id"] if check else None,
         "stale_profile": bool(check and check.get("stale")),
+        # The BOLTed binary's passed check (bolt.json), or None: not BOLTed.
+        "bolt": bolt_check,
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
         "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
-        "flags": pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR", lto=ctx.config.lto)[0],
+        "flags": config_flags(variant, ctx.config)[0],
         "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),
     })
@@ -316,6 +374,7 @@ PHASES = {p.name: p for p in (
     Phase("check", "check the profile reached the hot objects", check_profile),
     Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
           build_optimized),
+    Phase("bolt", "BOLT the server binary from a profile of it, check BOLT's report", bolt_binary),
     Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
     Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),
@@ -324,10 +383,11 @@ PHASES = {p.name: p for p in (
 )}
 
 PIPELINES = {
-    "on": ("source", "instrumented", "train", "check", "optimized", "archive", "stage", "test"),
+    "on": ("source", "instrumented", "train", "check", "optimized", "bolt", "archive", "stage", "test"),
     "off": ("source", "plain", "stage", "test"),
-    # An archived profile instead of training: one build instead of two.
-    "reuse": ("source", "import", "optimized", "stage", "test"),
+    # An archived profile instead of training: one build instead of two (BOLT's profile is the
+    # binary's own, so it is trained in every build that BOLTs).
+    "reuse": ("source", "import", "optimized", "bolt", "stage", "test"),
 }
 
 
@@ -335,9 +395,16 @@ def pipeline_name(settings):
     return "reuse" if settings.profile_from else settings.pgo
 
 
+def runs(phase, config, tests="release"):
+    """Whether a build runs a phase of its pipeline: the tests unless they are off, BOLT only for a
+    configuration with `bolt = true`."""
+    return (phase != "test" or tests != "off") and (phase != "bolt" or config.bolt)
+
+
 def pipeline_of(settings):
-    """The phases a work directory's build runs: its pipeline, without the tests when they are off."""
-    return tuple(p for p in PIPELINES[pipeline_name(settings)] if p != "test" or settings.tests != "off")
+    """The phases a work directory's build runs: its pipeline, as its settings and configuration choose."""
+    config = build_config(settings.config)
+    return tuple(p for p in PIPELINES[pipeline_name(settings)] if runs(p, config, settings.tests))
 
 
 def run_phases(ctx, pipeline, todo):

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
-from pgo.package import RECIPES, STALE_MARK, load_toml
+from pgo.package import BOLT_MARK, RECIPES, STALE_MARK, load_toml
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
 
@@ -61,7 +61,8 @@ def cmd_prove(args):
 
 # What the proof reads of buildinfo.json (pgo/package.py writes it), and the types it reads.
 READS = {"product": str, "format": str, "version": str, "package_version": str, "release": int,
-         "profile_id": (str, type(None)), "profile_use": (dict, type(None)), "compiler": dict, "binary": dict}
+         "profile_id": (str, type(None)), "profile_use": (dict, type(None)), "bolt": (dict, type(None)),
+         "compiler": dict, "binary": dict}
 
 
 def load_buildinfo(folder):
@@ -73,6 +74,7 @@ def load_buildinfo(folder):
     info = read_json(path)
     if isinstance(info, dict):
         info.setdefault("profile_use", None)    # a folder of a pgo before profile checks were recorded
+        info.setdefault("bolt", None)           # or before BOLT
     wrong = [key for key, kind in READS.items() if not isinstance(info, dict) or key not in info
              or not isinstance(info[key], kind)]
     if not wrong:
@@ -113,14 +115,21 @@ def check_label(info):
     if marked and not stale:
         raise PipelineError(f"{info['package_version']} is marked stale, but its binary's profile check says its "
                             "profile was trained on this very source")
+    bolted, bolt_marked = bool((info["bolt"] or {}).get("passed")), info["package_version"].endswith(BOLT_MARK)
+    if bolt_marked != bolted:
+        raise PipelineError(f"{info['package_version']} {'is' if bolt_marked else 'is not'} marked BOLT ({BOLT_MARK}), "
+                            f"but its binary {'has no passed' if bolt_marked else 'has a passed'} BOLT check")
     say(f"  label: {'stale ' if stale else ''}profile {check['profile_id']} used by {check['hot_coverage']:.0%} of "
-        f"the hot objects, GCC {theirs[1]} (the binary's own profile check)")
+        f"the hot objects, GCC {theirs[1]} (the binary's own profile check)"
+        + (f"; BOLT: {info['bolt']['profiled_functions']} functions profiled (its own check)" if bolted else ""))
 
 
 def check_mark(comment, info):
     if info["profile_id"]:
-        if "PGO build" not in comment or info["profile_id"] not in comment:
-            raise PipelineError(f"version comment '{comment}' lacks the PGO mark with profile {info['profile_id']}")
+        mark = "PGO+BOLT build" if info["bolt"] else "PGO build"
+        if mark not in comment or info["profile_id"] not in comment:
+            raise PipelineError(f"version comment '{comment}' lacks the mark '{mark}' with profile "
+                                f"{info['profile_id']}")
         stale = bool((info["profile_use"] or {}).get("stale"))
         if stale != (f"stale profile {info['profile_id']}" in comment):
             raise PipelineError(f"version comment '{comment}' {'lacks' if stale else 'has'} the mark of a stale "

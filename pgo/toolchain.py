@@ -87,18 +87,44 @@ def built_with_lto(flags):
     return LTO_FLAGS[0] in flags
 
 
-def pgo_flags(variant, profile_dir, build_dir, lto=False):
+# BOLT (pgo/bolt.py): a configuration's `bolt` setting, the same flags in every variant, so that the
+# variants still differ only in the profile flags, and in the flags fingerprint: a profile is never
+# taken across them (the compile flag changes the code GCC makes, and so the .gcda it writes).
+BOLT_COMPILE_FLAGS = (
+    # GCC 8 and later split each function into a hot and a .cold part by default; BOLT does that
+    # split itself, from its own profile, and does not take GCC's (LLVM's bolt/README.md: "BOLT is
+    # currently incompatible with the -freorder-blocks-and-partition compiler option"; a MySQL built
+    # by GCC 10 without this flag crashed after BOLT, llvm-project issue 62307).
+    "-fno-reorder-blocks-and-partition",
+)
+BOLT_LINK_FLAGS = (
+    # The linker keeps the relocations in the program: without them BOLT may only rewrite each
+    # function where it is (no function reordering, no hot text section); with them it moves code
+    # freely ("enabling relocation mode" in its output; bolt/README.md, Step 0).
+    "-Wl,--emit-relocs",
+)
+
+
+def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False):
     """Compile and link flags that turn one configuration into one of its variants.
 
     The object paths of the instrumented and the optimised build must match:
     GCC names each .gcda after its object's path. -fprofile-prefix-path strips
     the build directory from that name, so a profile trained in one build tree
     (or on another machine) applies to any other tree of the same source.
-    With lto, LTO_FLAGS go on the compile and on the link of every variant.
+    With lto, LTO_FLAGS go on the compile and on the link of every variant; with
+    bolt, the BOLT flags do.
     """
     compile_flags, link_flags = _variant_flags(variant, profile_dir, build_dir)
     extra = list(LTO_FLAGS) if lto else []
-    return compile_flags + list(RECORD_FLAGS) + extra, link_flags + extra
+    compile_bolt, link_bolt = (list(BOLT_COMPILE_FLAGS), list(BOLT_LINK_FLAGS)) if bolt else ([], [])
+    return (compile_flags + list(RECORD_FLAGS) + extra + compile_bolt,
+            link_flags + extra + compile_bolt + link_bolt)
+
+
+def config_flags(variant, config, profile_dir="PROFILE_DIR", build_dir="BUILD_DIR"):
+    """pgo_flags of a configuration's variant (placeholders for the paths: what records name)."""
+    return pgo_flags(variant, profile_dir, build_dir, lto=config.lto, bolt=config.bolt)
 
 
 
@@ -159,11 +185,11 @@ def fingerprint(config, environment=None):
     build made the same way.
 
     The CMake options, LTO (with it GCC decides what is hot from the whole program's working set,
-    so an LTO profile is never taken for one without it), every variant's flags, and the build
+    so an LTO profile is never taken for one without it), BOLT's flags, every variant's flags, and the build
     environment (build_environment()): a profile made through one compiler launcher is never
     used through another, nor without it.
     """
-    flags = {variant: pgo_flags(variant, "PROFILE_DIR", "BUILD_DIR", lto=config.lto) for variant in VARIANTS}
+    flags = {variant: config_flags(variant, config) for variant in VARIANTS}
     return hashlib.sha256(json.dumps([list(config.cmake_args), flags, environment or {}]).encode()).hexdigest()[:16]
 
 

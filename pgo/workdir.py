@@ -51,6 +51,7 @@ class Workdir:
     stage = property(lambda self: self.root / "stage")
     logs = property(lambda self: self.root / "logs")
     train = property(lambda self: self.root / "train")
+    bolt = property(lambda self: self.root / "bolt")
     settings_file = property(lambda self: self.root / "settings.json")
     state_file = property(lambda self: self.root / "state.json")
 

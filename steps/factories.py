@@ -20,7 +20,7 @@ from buildbot.process.results import SKIPPED
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
 from pgo.lines import RESULT_PARSERS
-from pgo.phases import PIPELINES
+from pgo.phases import PIPELINES, runs
 from pgo.source import LATEST
 from steps import publish
 from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
@@ -84,7 +84,8 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
 
     A PGO build trains its profile, or with the property profile=NAME|latest
     reuses an archived one (pipeline "reuse"): the union of both pipelines'
-    phases, each step run only when its pipeline is the build's.
+    phases, each step run only when its pipeline is the build's; the bolt
+    step only for a configuration with `bolt = true` (pgo/phases.py runs).
     """
     common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
               "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir, "--tests", TEST_SET]
@@ -100,7 +101,8 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
                               read_result=RESULT_PARSERS.get(name),
-                              doStepIf=lambda step, wanted=wanted: build_pipeline(step) in wanted, **kwargs))
+                              doStepIf=lambda step, name=name, wanted=wanted: build_pipeline(step) in wanted
+                              and configured(name, step), **kwargs))
     return steps
 
 
@@ -140,6 +142,12 @@ def reusing(profile):
 
 def build_pipeline(step):
     return "reuse" if reusing(step.getProperty("profile", "train")) else "on"
+
+
+def configured(name, step):
+    """Whether the build's configuration runs a phase of its pipeline (pgo/phases.py runs): the bolt
+    phase only with `bolt = true`; the other phases do not ask it."""
+    return name != "bolt" or runs(name, build_config(step.getProperty("config")))
 
 
 def clean_step(*names):

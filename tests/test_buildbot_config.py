@@ -6,6 +6,7 @@ import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 from xml.etree import ElementTree
 
 import pytest
@@ -74,7 +75,8 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     names = [step.kwargs.get("name", step.step_class.name) for step in factory.steps]
     phases = [n for n in names if n in PIPELINES["on"]]
     assert phases == list(PIPELINES["on"])
-    assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "stage", "test"]
+    assert [n for n in names if n in PIPELINES["reuse"]] == ["source", "import", "optimized", "bolt", "stage",
+                                                            "test"]
     assert [n.removeprefix("baseline-") for n in names if n.startswith("baseline-")] == list(PIPELINES["off"])
     assert names.index("benchmark") < names.index("packages") < names.index("publish")
     # Both builds are tested before the verdict, which comes before anything is archived or published.
@@ -86,6 +88,19 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     nightly_names = [step.kwargs.get("name", step.step_class.name) for step in nightly.steps]
     assert nightly_names.index("version") < nightly_names.index("source")
     assert nightly_names.index("test") < nightly_names.index("test-verdict") < nightly_names.index("package-bintar")
+
+
+def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
+    """Defined once in pgo/phases.py; a step of every PGO build, run where the configuration asks for it."""
+    for builder in ("release-debian-12", "nightly-debian-12"):
+        factory = next(b.factory for b in two_platforms.builders if b.name == builder)
+        step = next(s for s in factory.steps if s.kwargs.get("name") == "bolt")
+        assert step.kwargs["command"][-2:] == ["--phase", "bolt"]
+        for config, profile, runs in (("fixture-lto-bolt", "train", True), ("minimal-lto-bolt", "latest", True),
+                                      ("fixture-lto", "train", False), ("minimal-lto", "train", False)):
+            properties = {"config": config, "profile": profile}
+            build = SimpleNamespace(getProperty=lambda name, default=None: properties.get(name, default))
+            assert step.kwargs["doStepIf"](build) is runs, (builder, config)
 
 
 def test_schedulers_release_nightly_and_fan_out(two_platforms):

@@ -27,6 +27,10 @@ OPTIMIZED_OUTPUT = ("[optimized] compile 4/4\n[optimized] profile 1.0.0-9934e693
                     "objects (in effect in 120, by their own records); 3 objects without profile, 0 coverage "
                     "mismatches, 0 functions without profile\n")
 
+BOLT_OUTPUT = ("[bolt] pass 24 of 24: engine=memory binlog=row api=nonblocking\n"
+               "[bolt] mariadbd PASSED: profile matched 5712 of 48213 functions, 0% of samples stale; 3120 functions "
+               "laid out anew, 2871424 bytes of hot text, taken branches 1.2G -> 0.8G\n")
+
 
 class StepTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
     def setUp(self):
@@ -104,6 +108,16 @@ class PgoCommandTest(StepTest):
                                          max_time=factories.MAX_STEP_TIME).stdout(OPTIMIZED_OUTPUT).exit(0))
         self.expect_outcome(result=SUCCESS,
                             state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
+        return self.run_step()
+
+    def test_bolts_training_is_its_progress_and_its_check_the_build_summary(self):
+        self.setup_step(self.phase_step("bolt"))
+        self.build.setProperty("config", "minimal-lto-bolt", "test")
+        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
+                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
+                                         max_time=factories.MAX_STEP_TIME).stdout(BOLT_OUTPUT).exit(0))
+        self.expect_outcome(result=SUCCESS, state_string="bolt: BOLT passed: 5712 of 48213 functions profiled, "
+                                                         "0% stale, 2871424 bytes of hot text;")
         return self.run_step()
 
     def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):

@@ -7,11 +7,14 @@ set -eu
 what=${1:-build}
 
 # checkpolicy and semodule-utils: MariaDB's -DRPM build compiles its SELinux policy module.
+# bolt-19 and libbolt-19-dev (its instrumentation runtime): the bolt phase of a configuration with
+# `bolt = true` (pgo/bolt.py); LLVM 19's BOLT, the newest in bookworm's main archive.
 build_packages="gcc g++ cmake ninja-build bison pkg-config git
   libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
   libpam0g-dev libsystemd-dev libxml2-dev libcurl4-openssl-dev
   mariadb-client libmariadb-dev sysbench
-  dpkg-dev binutils rpm cpio checkpolicy semodule-utils"
+  dpkg-dev binutils rpm cpio checkpolicy semodule-utils
+  bolt-19 libbolt-19-dev"
 # A real server for the tests, the benchmark's callgrind, and the package proofs
 # (rpmlint, lintian, a Debian chroot for the .deb).
 test_packages="$build_packages mariadb-server valgrind rpmlint lintian mmdebstrap"
