@@ -120,7 +120,7 @@ def packaged_binary(fmt, folder, into):
         (into / "fixture").chmod(0o755)
         return into / "fixture"
     if fmt == "deb":
-        subprocess.run(["dpkg-deb", "-x", next(folder.glob("*.deb")), into], check=True)
+        subprocess.run(["dpkg-deb", "-x", next(folder.glob("fixture_*.deb")), into], check=True)
     else:
         rpm = next(folder.glob("fixture-server-*.rpm"))
         subprocess.run(f"rpm2cpio '{rpm}' | cpio -idm --quiet", shell=True, cwd=into, check=True)
