@@ -77,7 +77,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, lines, profile
@@ -308,7 +308,7 @@ def manifest_of(workdir, kind):
         "files": [{"name": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)} for f in files],
         "built_by": {"host": socket.gethostname(), "user": os.environ.get("USER") or str(os.getuid()),
                      **{key: os.environ.get(var) for key, var in BUILDBOT_ENV.items()}},
-        "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        "created": datetime.now(UTC).isoformat(timespec="microseconds"),
     }
     return manifest, files
 
@@ -327,7 +327,7 @@ def settle_kind(entry, wanted, out):
     current = proven_kind(entry)
     if RANK[wanted] > RANK[current]:
         history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         change_kind(entry, atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
                                                                                      "at": now}]}))
         out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
@@ -437,7 +437,8 @@ def write_entry(directory, manifest, files):
 
 
 def write_sums(directory, kind=None):
-    """An entry's sha256sums.txt: its archive and manifest, and once promoted (`kind`: kind.json's new bytes) its kind."""
+    """An entry's sha256sums.txt: its archive and manifest, and once promoted its kind (`kind`: kind.json's new
+    bytes)."""
     sums = {name: sha256_file(directory / name) for name in (ARCHIVE, MANIFEST)}
     if kind is not None:
         sums[KIND] = hashlib.sha256(kind).hexdigest()

@@ -14,10 +14,10 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, bolt, contract, lines, package, source, testrun
+from pgo import PipelineError, archive, bench, bolt, contract, lines, package, prove, source, testrun
+from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
-from pgo.atomic import write_json
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir, require_usable_path
 
@@ -137,6 +137,7 @@ def make_parser():
     archive.register(sub)
     bench.register(sub)
     package.register(sub)
+    prove.register(sub)
     return parser
 
 
@@ -214,8 +215,8 @@ def cmd_build(args):
     suffix = "" if args.pgo == "on" else "-plain"
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
-    ctx.compiler                              # and the compiler, before anything is written
-    ctx.environment                           # and the environment
+    ctx.compiler                              # noqa: B018 and the compiler, before anything is written
+    ctx.environment                           # noqa: B018 and the environment
     if ctx.config.bolt and args.pgo == "on":
         bolt.tools()                          # and BOLT, which runs after the long builds
     for path, option in ((workdir.root, "--workdir"), (ctx.profile, "--profile-dir"),

@@ -72,7 +72,8 @@ def profile_quality(quality):
     functions = (f"{quality['functions_run']} trained functions" if lto else
                  f"{quality['hot_functions']} of {quality['functions_run']} trained functions hot "
                  f"({quality['hot_share']:.0%})")
-    setup = f"; setup kept out: {quality['setup_share']:.0%} of counts" if quality.get("setup_share") is not None else ""
+    setup = (f"; setup kept out: {quality['setup_share']:.0%} of counts"
+             if quality.get("setup_share") is not None else "")
     return f"quality: {quality['runs']} runs; {largest}; {functions}{setup}"
 
 

@@ -9,9 +9,9 @@ tests all run these same definitions; a phase never knows which of them runs it.
 import os
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable
 
 from pgo import PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
 from pgo.atomic import write_json

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
-from pgo.package import BOLT_MARK, RECIPES, STALE_MARK, load_toml
+from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
 

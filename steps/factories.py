@@ -13,8 +13,7 @@ Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 """
 
-from buildbot.plugins import steps as bb_steps
-from buildbot.plugins import util
+from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
 from pgo.bench.policy import RELEASE
@@ -133,7 +132,8 @@ def version_step(settings):
     return ResolveVersion(name="version", command=[
         "python3", "-m", "pgo", "latest", "--config", util.Property("config"), "--source", util.Property("source")],
         workdir=settings.repo_on_worker, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False, haltOnFailure=True,
-        doStepIf=lambda step: step.getProperty("version") == LATEST, hideStepIf=lambda results, step: results == SKIPPED)
+        doStepIf=lambda step: step.getProperty("version") == LATEST,
+        hideStepIf=lambda results, step: results == SKIPPED)
 
 
 def reusing(profile):

@@ -1,6 +1,7 @@
 """./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
 
-    ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's default configuration), follow it
+    ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's
+                                       default configuration), follow it
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
     ./release stop                     stop them

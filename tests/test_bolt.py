@@ -12,8 +12,8 @@ import subprocess
 import tarfile
 
 import pytest
-
 from conftest import FIXTURE, refused, run_pgo
+
 from pgo import PipelineError, bolt, lines
 from pgo.config import build_config
 from pgo.phases import Context, pipeline_of, run_phases

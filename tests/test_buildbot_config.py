@@ -99,7 +99,8 @@ def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
         for config, profile, runs in (("fixture-lto-bolt", "train", True), ("minimal-lto-bolt", "latest", True),
                                       ("fixture-lto", "train", False), ("minimal-lto", "train", False)):
             properties = {"config": config, "profile": profile}
-            build = SimpleNamespace(getProperty=lambda name, default=None: properties.get(name, default))
+            build = SimpleNamespace(getProperty=lambda name, default=None, properties=properties:
+                                    properties.get(name, default))
             assert step.kwargs["doStepIf"](build) is runs, (builder, config)
 
 

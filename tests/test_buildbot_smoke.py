@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from buildbot.process.results import FAILURE, WARNINGS
 
-from steps import local
 from pgo.checksums import verify_sha256sums
 from pgo.toolchain import detect
+from steps import local
 from steps.publish import STAGING
 from steps.settings import SETTINGS_ENV
 

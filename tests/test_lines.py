@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, REPO, run_pgo
+
 from pgo import lines
 
 RESULT = REPO / "tests" / "data" / "bench" / "result.json"

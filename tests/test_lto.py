@@ -7,8 +7,8 @@ import subprocess
 import tarfile
 
 import pytest
-
 from conftest import FIXTURE, run_pgo
+
 from pgo import lines
 from pgo.config import build_config
 from pgo.toolchain import fingerprint

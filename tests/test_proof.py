@@ -12,8 +12,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import FIXTURE, refused, run_pgo
+
 from pgo import lines
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]

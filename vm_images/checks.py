@@ -170,7 +170,8 @@ def test_image(build, store, say=print):
             if result.returncode not in (0, 1) or not (out / "bench" / "speedup.png").is_file():
                 return False, f"pgo bench --from-result failed with status {result.returncode}: {result.tail[-300:]}"
             libraries = ", ".join(f"{p} {manifest['packages'].get(p, 'missing')}" for p in BENCH_LIBRARIES)
-            return True, f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} ({libraries})"
+            return True, (f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} "
+                          f"({libraries})")
 
     def boots():
         missing = boot.emulator_missing()
@@ -182,7 +183,8 @@ def test_image(build, store, say=print):
         console = ANSI_ESCAPE.sub("", console)
         failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)
         if not reached:
-            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {folder / f'{started_at}-console.log'})"
+            console_log = folder / f"{started_at}-console.log"
+            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {console_log})"
         if failed_units:
             return False, f"booted, but units failed: {', '.join(failed_units)}"
         kernel = re.search(r"Linux version (\S+)", console)

@@ -27,7 +27,6 @@ from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
 from vm_images.store import now, read_json, stamp
 
-
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
 CANARY_BUILD_SETTINGS = ("name", "version", "config", "source")
 
@@ -88,7 +87,8 @@ class ImageOperations:
         log = folder / f"{attempt}.log"
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
-                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/{attempt}",
+                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage",
+                                     "--out", f"{OUT_IN_IMAGE}/{attempt}",
                                      *canary.bench_options, "--policy", canary.policy],
                              folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
             if result.returncode not in (0, 1):

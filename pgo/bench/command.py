@@ -50,7 +50,8 @@ def add_arguments(parser):
     server = parser.add_argument_group("server (the same for both builds)")
     server.add_argument("--buffer-pool", default="512M", help="InnoDB buffer pool size (default 512M)")
     server.add_argument("--server-option", action="append", default=[], metavar="OPTION",
-                        help="extra mariadbd option for both builds, e.g. --server-option=--thread-handling=pool-of-threads")
+                        help="extra mariadbd option for both builds, "
+                        "e.g. --server-option=--thread-handling=pool-of-threads")
     server.add_argument("--candidate-handicap", action="append", default=[], metavar="OPTION",
                         help="extra mariadbd option for the candidate only, to prove that the gate stops "
                         "a slower build, e.g. --candidate-handicap=--slow-query-log=ON; the report says so")
