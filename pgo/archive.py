@@ -38,8 +38,8 @@ gone, and name those of live processes and of other hosts.
 
 The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
 Buildbot builder points --archive at a worker directory that it uploads to the
-master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
-and the build's number) for the manifest.
+master's archive, and every pgo step sets PGO_BUILDER and PGO_BUILD_NUMBER (the
+builder's name and the build's number, pgo/protocol.py) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
 of training. "latest" is the entry, not pending, of the same product line (major.minor),
@@ -82,6 +82,7 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, lines, profile
 from pgo.config import build_config
+from pgo.protocol import BUILD_NUMBER_ENV, BUILDER_ENV
 from pgo.source import sha256_file, version_key, version_line
 from pgo.toolchain import build_environment, config_flags, detect, fingerprint, gcov_binary
 from pgo.workdir import Workdir, read_json
@@ -95,7 +96,7 @@ RANK = {"nightly": 0, "pending": 1, "release": 2}
 BUILD_KINDS = ("release", "nightly")     # what a build is meant to be; its profile is pending until published
 KIND = "kind.json"
 STAGED_KIND = "kind.json.next"      # a change of kind on its way (change_kind)
-BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
+BUILDBOT_ENV = {"builder": BUILDER_ENV, "build_number": BUILD_NUMBER_ENV}
 # A reused profile from other source loses the functions whose control flow,
 # lines or source path changed (GCC discards their counters) and the objects
 # that are new. Allow a

@@ -14,10 +14,11 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, bolt, contract, lines, package, prove, source, testrun
+from pgo import PipelineError, archive, bench, bolt, contract, lines, package, protocol, prove, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
+from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
 from pgo.runner import say
 from pgo.workdir import Settings, Workdir, require_usable_path
 
@@ -74,9 +75,9 @@ def make_parser():
     build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
     build.add_argument("--max-mismatch", type=checked(count),
                        help="functions whose profile the optimising compiler may discard (coverage-mismatch); "
-                       "default 0, or 1%% of the profile's functions with --profile-from")
+                       f"default {MAX_MISMATCH}, or 1%% of the profile's functions with --profile-from")
     build.add_argument("--min-hot-coverage", type=checked(share),
-                       help="share of hot objects that must get a profile; default 0.3, or 90%% of the "
+                       help=f"share of hot objects that must get a profile; default {MIN_HOT_COVERAGE}, or 90%% of the "
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
                        "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
@@ -88,7 +89,7 @@ def make_parser():
                        "profile id, or 'latest' for this product line, compiler and flags")
     build.add_argument("--accept-stale", action="store_true",
                        help="with --profile-from: build even when the profile fits the source below the limits")
-    build.add_argument("--tests", default="release", metavar="SET|off",
+    build.add_argument("--tests", default=DEFAULT_TEST_SET, metavar="SET|off",
                        help="the test set the test phase runs on the staged build (configs.toml: release, "
                        "nightly, smoke), or off (default: %(default)s)")
     build.add_argument("--phase", action="append", choices=sorted(PHASES),
@@ -130,6 +131,9 @@ def make_parser():
     latest = sub.add_parser("latest", help="the newest version of a configuration's line that a source has")
     latest.add_argument("--config", default=default, help=config_help)
     latest.add_argument("--source", default="debian", help="as for pgo build")
+    latest.add_argument("--record", metavar="FILE",
+                        help="also write the version and how it was found to FILE, as JSON (what the Buildbot "
+                        "step reads)")
     latest.set_defaults(func=cmd_latest)
 
     configs = sub.add_parser("configs", help="list the named configurations")
@@ -188,7 +192,10 @@ def resolved(requested, config, spec, git_ref):
 
 
 def cmd_latest(args):
-    resolved(source.LATEST, args.config, args.source, None)
+    version, how = source.resolve_version(source.LATEST, args.source, build_config(args.config))
+    print(lines.latest_version(version, how), flush=True)
+    if args.record:
+        write_json(args.record, protocol.version_record(version, how))
 
 
 def cmd_build(args):
@@ -205,8 +212,8 @@ def cmd_build(args):
         profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
     else:
         profile_from = None
-        max_mismatch = 0 if args.max_mismatch is None else args.max_mismatch
-        min_hot_coverage = 0.3 if args.min_hot_coverage is None else args.min_hot_coverage
+        max_mismatch = MAX_MISMATCH if args.max_mismatch is None else args.max_mismatch
+        min_hot_coverage = MIN_HOT_COVERAGE if args.min_hot_coverage is None else args.min_hot_coverage
     settings = Settings(version=args.version, config=args.config, pgo=args.pgo, source=args.source,
                         git_ref=args.git_ref, cc=args.cc, cxx=args.cxx, profile_dir=args.profile_dir,
                         cache=args.cache, max_mismatch=max_mismatch, min_hot_coverage=min_hot_coverage,

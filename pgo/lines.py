@@ -54,10 +54,6 @@ def profile_check(figures):
             f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
 
 
-PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects "
-                           r"have data; profile (?P<id>\S+)$")
-
-
 def profile_quality(quality):
     """The check's line of what decides the gain (pgo/profile.py quality()), printed after the headline.
 
@@ -85,26 +81,21 @@ def si(count):
     return str(count)
 
 
-PROFILE_QUALITY = re.compile(r"^\[check\] quality: (?P<runs>\d+) runs; (?:largest counter (?P<counter>\S+) in "
-                             r"(?P<object>\S+) \(hot from (?:(?P<threshold>\S+) = " + re.escape(SUM_MAX_RULE) +
-                             r"|(?P<lto>the " + re.escape(WORKING_SET_RULE) + r"))\)|no counters); "
-                             r"(?:(?P<hot>\d+) of )?(?P<ran>\d+) trained functions(?: hot \((?P<share>\d+%)\))?")
-
-
-def profile_check_result(line):
-    """The headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
-    match = PROFILE_CHECK.match(line)
-    if match:
-        return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;"
-    match = PROFILE_QUALITY.match(line)
-    if match:
-        where = (f", largest counter {match['counter']} in {match['object'].rsplit('/', 1)[-1]}"
-                 if match["object"] else "")
-        if match["share"] is None:     # LTO: the link decides what is hot
-            return f"hot from the {WORKING_SET_RULE}{where}, {match['ran']} trained functions, {match['runs']} runs;"
-        threshold = f" from {match['threshold']}" if match["threshold"] else ""
-        return f"{match['share']} of trained functions hot{threshold}{where}, {match['runs']} runs;"
-    return None
+def profile_check_summary(figures):
+    """The build's summary of its profile check, from the record the check wrote (profile-check.json):
+    the headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
+    headline = (f"profile {figures['profile_id']}: {figures['build_objects_with_profile']} of "
+                f"{figures['build_objects']} objects trained;")
+    quality = figures.get("quality")
+    if not quality:
+        return headline
+    top = quality["largest"][0] if quality["largest"] else None
+    where = f", largest counter {si(top['counter'])} in {top['object'].rsplit('/', 1)[-1]}" if top else ""
+    if quality["threshold_rule"] == WORKING_SET_RULE:     # LTO: the link decides what is hot
+        return (f"{headline} hot from the {WORKING_SET_RULE}{where}, {quality['functions_run']} trained functions, "
+                f"{quality['runs']} runs;")
+    threshold = f" from {si(top['hot_threshold'])}" if top else ""
+    return f"{headline} {quality['hot_share']:.0%} of trained functions hot{threshold}{where}, {quality['runs']} runs;"
 
 
 def profile_use(profile_id, verdict):
@@ -169,21 +160,9 @@ def bench_verdict_result(line):
 
 
 def latest_version(version, how):
-    """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads this."""
+    """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads the
+    record `pgo latest --record` writes (pgo/protocol.py version_record) instead."""
     return tagged("version", f"latest is {version}: {how}")
-
-
-LATEST_VERSION = re.compile(r"^\[version\] latest is (?P<version>[0-9]+\.[0-9]+\.[0-9]+): (?P<how>.+)$")
-
-
-def latest_version_result(line):
-    match = LATEST_VERSION.match(line)
-    return f"version {match['version']} ({match['how']});" if match else None
-
-
-def latest_version_of(line):
-    match = LATEST_VERSION.match(line)
-    return match["version"] if match else None
 
 
 def test_result(results):
@@ -255,11 +234,9 @@ def error_reason(log_lines):
 
 # Which result line each command's step reads.
 RESULT_PARSERS = {
-    "check": profile_check_result,
     "optimized": profile_use_result,
     "bolt": bolt_check_result,
     "benchmark": bench_verdict_result,
-    "version": latest_version_result,
     "test": test_result_result,
     "test-verdict": test_verdict_result,
 }

@@ -170,7 +170,7 @@ def publish(args):
 def write_buildinfo(build, fmt, folder, packages, identity):
     info = build.info
     state = build.workdir.state()["done"]
-    atomic.write_json(folder / "buildinfo.json", {
+    atomic.write_json(folder / contract.PACKAGE_INFO, {
         "product": info["product"],
         "format": fmt,
         "version": info["version"],

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pgo import PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config, server_binary
+from pgo.protocol import DEFAULT_TEST_SET
 from pgo.runner import PhaseLog, say
 from pgo.source import sha256_file
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
@@ -395,7 +396,7 @@ def pipeline_name(settings):
     return "reuse" if settings.profile_from else settings.pgo
 
 
-def runs(phase, config, tests="release"):
+def runs(phase, config, tests=DEFAULT_TEST_SET):
     """Whether a build runs a phase of its pipeline: the tests unless they are off, BOLT only for a
     configuration with `bolt = true`."""
     return (phase != "test" or tests != "off") and (phase != "bolt" or config.bolt)

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from pgo import PipelineError, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
+from pgo.protocol import PACKAGE_INFO
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
@@ -67,7 +68,7 @@ READS = {"product": str, "format": str, "version": str, "package_version": str, 
 
 def load_buildinfo(folder):
     """A published folder's buildinfo.json, once its checksums match, with every field the proof reads."""
-    path = folder / "buildinfo.json"
+    path = folder / PACKAGE_INFO
     if not path.is_file():
         raise PipelineError(f"{folder} has no buildinfo.json: it is not a folder `pgo package` published")
     check_checksums(folder)

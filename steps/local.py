@@ -30,9 +30,21 @@ from pathlib import Path
 
 from pgo import PipelineError, lines
 from pgo.config import default_config, test_set_names
+from pgo.protocol import DEFAULT_TEST_SET
 from pgo.source import LATEST
 from pgo.toolchain import detect
-from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
+from steps.settings import (
+    DEFAULT_RUNTIME,
+    PACKAGE_FORMATS,
+    REPO,
+    SETTINGS_ENV,
+    WEB_PORT,
+    WORKER_PORT,
+    Nightly,
+    SettingsError,
+    downloads_port_after,
+    load_settings,
+)
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
@@ -94,18 +106,18 @@ enabled = true
 platform = "local"
 version = "latest"
 source = "debian"
-keep = 7
+keep = {Nightly.keep}
 """
 
 
-def setup(runtime, web_port=8010, worker_port=9989, downloads_port=8011):
+def setup(runtime):
     """Create the settings, master and worker of runtime unless they exist; return the settings."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(settings_text(web_port, worker_port, downloads_port))
+            f.write(settings_text(WEB_PORT, WORKER_PORT, downloads_port_after(WEB_PORT)))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
     settings = runtime.settings()
     local = [w for w in settings.workers if w.kind == "local"]
@@ -265,7 +277,7 @@ def login_as_admin(settings, api):
     return user
 
 
-def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests="release"):
+def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests=DEFAULT_TEST_SET):
     """Start a release on every platform; returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
                           formats=list(formats), benchmark=benchmark, profile=profile, tests=tests,
@@ -452,7 +464,7 @@ def make_parser():
                      help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
-    run.add_argument("--tests", choices=test_set_names(), default="release",
+    run.add_argument("--tests", choices=test_set_names(), default=DEFAULT_TEST_SET,
                      help="the test set run on the optimised and the plain build before the verdict "
                      "(default: %(default)s)")
     run.set_defaults(func=cmd_run)

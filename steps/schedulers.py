@@ -6,6 +6,7 @@ from twisted.internet import defer, threads
 
 from pgo import PipelineError
 from pgo.config import config_names, default_config, test_set_names
+from pgo.protocol import DEFAULT_TEST_SET
 from pgo.source import validate_request
 from steps import factories, preflight
 from steps.settings import PACKAGE_FORMATS
@@ -76,7 +77,7 @@ def release_form_properties():
         util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
                                    choices=["auto", "on", "off"], default="auto"),
         util.ChoiceStringParameter(name="tests", label="Test set (run on the optimised and the plain build)",
-                                   choices=test_set_names(), default="release"),
+                                   choices=test_set_names(), default=DEFAULT_TEST_SET),
     ]
 
 

@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
 PACKAGE_FORMATS = ("bintar", "deb", "rpm")
+# The master's ports unless the settings say otherwise: the web UI, the workers', and the
+# downloads (steps/downloads.py), by default the one after the web UI's.
+WEB_PORT, WORKER_PORT = 8010, 9989
+
+
+def downloads_port_after(web_port):
+    return web_port + 1
 WORKER_KINDS = ("local", "libvirt")
 
 
@@ -135,8 +142,8 @@ def from_dict(data, base, source_file):
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
-    web_port = int(data.get("web_port", 8010))
-    downloads_port = int(data.get("downloads_port", web_port + 1))
+    web_port = int(data.get("web_port", WEB_PORT))
+    downloads_port = int(data.get("downloads_port", downloads_port_after(web_port)))
     workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
     platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
@@ -146,7 +153,7 @@ def from_dict(data, base, source_file):
         url=data.get("url", f"http://localhost:{web_port}/"),
         listen=data.get("listen", "127.0.0.1"),
         web_port=web_port,
-        worker_port=int(data.get("worker_port", 9989)),
+        worker_port=int(data.get("worker_port", WORKER_PORT)),
         downloads_port=downloads_port,
         downloads_url=data.get("downloads_url", f"http://localhost:{downloads_port}/"),
         db_url=data.get("db_url", "sqlite:///state.sqlite"),

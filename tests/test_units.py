@@ -501,8 +501,10 @@ def test_with_lto_the_link_decides_what_is_hot():
     line = lines.profile_quality(lto)
     assert line == ("quality: 1 runs; largest counter 2.0M in sql/a.cc (hot from the LTO working set); "
                     "2 trained functions")
-    assert lines.profile_check_result(lines.tagged("check", line)) == (
-        "hot from the LTO working set, largest counter 2.0M in a.cc, 2 trained functions, 1 runs;")
+    figures = {"profile_id": "1.0.0-abc", "build_objects": 2, "build_objects_with_profile": 1, "quality": lto}
+    assert lines.profile_check_summary(figures) == ("profile 1.0.0-abc: 1 of 2 objects trained; hot from the LTO "
+                                                    "working set, largest counter 2.0M in a.cc, 2 trained functions, "
+                                                    "1 runs;")
 
 
 def test_compiler_warnings_are_counted_and_classified():

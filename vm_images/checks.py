@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pgo import protocol
 from pgo.atomic import write_json
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
@@ -153,8 +154,8 @@ def test_image(build, store, say=print):
                                      "--cc", compiler["cc"], "--cxx", compiler["cxx"]], out, log, scratch)
             if not result.ok:
                 return False, f"pgo build failed with status {result.returncode}: {result.tail.splitlines()[-1:]}"
-            info = read_json(out / "w" / "build-info.json", "build info")
-            use = read_json(out / "w" / "profile-use.json", "profile use")
+            info = read_json(out / "w" / protocol.BUILD_INFO, "build info")
+            use = read_json(out / "w" / protocol.PROFILE_USE, "profile use")
             ok = info["compiler"]["version"] == compiler["version"] and info["pgo"] == "on" and use["hot_coverage"] > 0
             return ok, (f"PGO build with {info['compiler']['cc']} {info['compiler']['version']}, profile "
                         f"{use['profile_id']} used on {use['hot_coverage']:.0%} of hot objects")

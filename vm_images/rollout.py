@@ -22,6 +22,7 @@ profiles reusable again by the same rule.
 import time
 from dataclasses import dataclass, field
 
+from pgo import protocol
 from pgo.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
@@ -71,12 +72,12 @@ class ImageOperations:
             return Outcome(False, f"pgo build failed in {build.ref} with status {result.returncode} "
                            f"(log: {folder / f'{role}.log'})", {"seconds": seconds, "tail": result.tail})
         workdir = folder / "work" / role
-        use = read_json(workdir / "profile-use.json", "canary profile use")
+        use = read_json(workdir / protocol.PROFILE_USE, "canary profile use")
         return Outcome(True, f"PGO build of {canary.config} {canary.version} with {compiler['cc']} "
                        f"{compiler['version']} passed in {seconds:.0f} s; profile {use['profile_id']} used on "
                        f"{use['hot_coverage']:.0%} of hot objects",
-                       {"seconds": seconds, "build_info": read_json(workdir / "build-info.json", "canary build info"),
-                        "profile_use": use, "phases": read_json(workdir / "state.json", "canary state")["done"]})
+                       {"seconds": seconds, "build_info": read_json(workdir / protocol.BUILD_INFO, "canary build info"),
+                        "profile_use": use, "phases": read_json(workdir / protocol.STATE, "canary state")["done"]})
 
     def gate(self, build, canary, folder):
         """Compare baseline and canary inside the new image."""

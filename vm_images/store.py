@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgo.atomic import write_json
+from pgo.protocol import CURRENT_IMAGE
 from vm_images import ImageError
 
 BUILD_ID_RE = re.compile(r"^\d{8}T\d{6}Z$")
-POINTER = "current.json"
 
 
 def now():
@@ -65,7 +65,7 @@ class Store:
 
     @property
     def pointer_file(self):
-        return self.root / POINTER
+        return self.root / CURRENT_IMAGE
 
     @property
     def rollouts(self):
