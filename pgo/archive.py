@@ -80,8 +80,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, lines, profile
+from pgo import PipelineError, atomic, contract, profile
 from pgo.config import build_config
+from pgo.errors import fail
 from pgo.protocol import BUILD_NUMBER_ENV, BUILDER_ENV
 from pgo.source import sha256_file, version_key, version_line
 from pgo.toolchain import build_environment, config_flags, detect, fingerprint, gcov_binary
@@ -878,9 +879,8 @@ def cmd_list(args):
         print(line, file=sys.stderr if args.json else sys.stdout)
     damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
     if damaged:
-        print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
-                          "(see `pgo archive verify`)"), file=sys.stderr)
-        return 1
+        return fail("pgo", f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
+                           "(see `pgo archive verify`)")
     return 0
 
 
@@ -907,8 +907,7 @@ def cmd_verify(args):
             failed += 1
             print(f"FAILED  {entry.name}: {e}")
     if failed:
-        print(lines.error(f"{failed} of {len(chosen)} archived profiles failed verification"), file=sys.stderr)
-        return 1
+        return fail("pgo", f"{failed} of {len(chosen)} archived profiles failed verification")
     return 0
 
 

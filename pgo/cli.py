@@ -10,13 +10,13 @@
 import argparse
 import json
 import os
-import sys
 import tempfile
 from dataclasses import asdict
 
 from pgo import PipelineError, archive, bench, bolt, contract, lines, package, protocol, prove, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
+from pgo.errors import error_line, run_command
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
 from pgo.runner import say
@@ -24,31 +24,14 @@ from pgo.workdir import Settings, Workdir, require_usable_path
 
 
 def main(argv=None):
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help()
-        return 2
-    try:
-        return args.func(args) or 0
-    except PipelineError as e:
-        print(lines.error(e), file=sys.stderr)
-        return 1
-    except OSError as e:
-        # A disk that filled up, a folder that went away: one line, like every other error.
-        where = f": {e.filename}" if e.filename else ""
-        print(f"pgo: error: {e.strerror or e}{where}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("pgo: interrupted", file=sys.stderr)
-        return 130
+    return run_command(make_parser(), argv, "pgo")
 
 
 class Parser(argparse.ArgumentParser):
     """Usage errors as one line, not argparse's usage block."""
 
     def error(self, message):
-        self.exit(2, lines.error(f"{message} (see {self.prog} --help)", self.prog) + "\n")
+        self.exit(2, error_line(f"{message} (see {self.prog} --help)", self.prog) + "\n")
 
 
 def make_parser():

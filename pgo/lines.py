@@ -212,26 +212,6 @@ def test_verdict_result(line):
     return f"tests {match['set']} {match['outcome'].lower()}: {match['summary']};" if match else None
 
 
-# --- errors: why a step failed --------------------------------------------------------------
-
-def error(message, prog="pgo"):
-    """A command's failure in one line on stderr, the reason `./release` shows for a failed step."""
-    return f"{prog}: error: {message}"
-
-
-# `pgo: error:`, `pgo build: error:` (usage), `bench: error:`, `vm_images: error:`
-ERROR = re.compile(r"^[\w.]+(?: [\w-]+)*: error: (?P<message>.+)$")
-
-
-def error_reason(log_lines):
-    """The message of the last error line among log_lines, or None."""
-    for line in reversed(log_lines):
-        match = ERROR.match(line.strip())
-        if match:
-            return match["message"]
-    return None
-
-
 # Which result line each command's step reads.
 RESULT_PARSERS = {
     "optimized": profile_use_result,

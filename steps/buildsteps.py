@@ -20,6 +20,7 @@ from buildbot.steps.worker import CompositeStepMixin
 from twisted.internet import defer, threads
 
 from pgo import lines, protocol
+from pgo.errors import error_reason
 from steps import publish
 from steps.downloads import download_url
 
@@ -75,7 +76,7 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         return " ".join(self.results_read) or None
 
     def watch_errors(self, line):
-        self.error = lines.error_reason([line]) or self.error
+        self.error = error_reason([line]) or self.error
 
     @defer.inlineCallbacks
     def run(self):

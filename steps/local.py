@@ -28,8 +28,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pgo import PipelineError, lines
+from pgo import PipelineError
 from pgo.config import default_config, test_set_names
+from pgo.errors import error_reason, fail
 from pgo.protocol import DEFAULT_TEST_SET
 from pgo.source import LATEST
 from pgo.toolchain import detect
@@ -55,7 +56,7 @@ RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exceptio
 FAILED = (2, 4)
 
 
-class LocalError(Exception):
+class LocalError(PipelineError):
     pass
 
 
@@ -222,7 +223,7 @@ def wait_for_worker(api, name):
 
 # --- the REST API -----------------------------------------------------------------
 
-class ApiError(Exception):
+class ApiError(PipelineError):
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
@@ -376,7 +377,7 @@ def step_reason(api, step):
                 said.append(text)
                 if stream == "e":
                     errors.append(text)
-    return lines.error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
+    return error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
 
 
 def release_builds(api, bsid):
@@ -509,11 +510,8 @@ def main(argv=None):
         ensure_buildbot(Runtime(args.runtime), argv)
         return args.func(args) or 0
     except (LocalError, SettingsError, ApiError) as e:
-        print(f"release: error: {e}", file=sys.stderr)
-        return 1
+        return fail("release", e)
     except OSError as e:
-        print(f"release: error: cannot talk to the master: {e}", file=sys.stderr)
-        return 1
+        return fail("release", f"cannot talk to the master: {e}")
     except subprocess.CalledProcessError as e:
-        print(f"release: error: {' '.join(map(str, e.cmd))} exited with status {e.returncode}", file=sys.stderr)
-        return 1
+        return fail("release", f"{' '.join(map(str, e.cmd))} exited with status {e.returncode}")

@@ -33,7 +33,7 @@ def downloads_port_after(web_port):
 WORKER_KINDS = ("local", "libvirt")
 
 
-class SettingsError(Exception):
+class SettingsError(PipelineError):
     pass
 
 

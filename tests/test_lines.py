@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURE, REPO, run_pgo
 
 from pgo import lines, protocol
+from pgo.errors import error_reason
 
 RESULT = REPO / "tests" / "data" / "bench" / "result.json"
 
@@ -116,8 +117,8 @@ def test_benchmark_pair_is_progress():
 def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason):
     failed = run_pgo("build", "--config", "fixture", "--workdir", tmp_path / "w", *args, check=False)
     assert failed.returncode != 0
-    assert lines.error_reason((failed.stdout + failed.stderr).splitlines()) == reason
-    assert lines.error_reason(failed.stdout.splitlines()) is None
+    assert error_reason((failed.stdout + failed.stderr).splitlines()) == reason
+    assert error_reason(failed.stdout.splitlines()) is None
 
 
 def test_training_passes_are_progress():

@@ -11,13 +11,13 @@ result is analysed, so the rest of the pgo CLI stays stdlib-only.
 import json
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 from pgo import PipelineError, lines, profile
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
+from pgo.errors import fail
 
 SYSBENCH_SCRIPTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
@@ -105,8 +105,7 @@ def main(args):
             return rejudge(args)
         return measure(args)
     except (UsageError, InfraError) as e:
-        print(lines.error(e, "bench"), file=sys.stderr)
-        return e.exit_code
+        return fail("bench", e, e.exit_code)
 
 
 def settings_from(args):
