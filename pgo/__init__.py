@@ -1,5 +1,10 @@
 """Worker side of the PGO release pipeline: one CLI whose subcommands are its phases."""
 
+from pathlib import Path
+
 from pgo.errors import PipelineError
 
-__all__ = ["PipelineError"]
+# The checkout every program of this repository runs from: pgo/, steps/, vm_images/, packaging/.
+REPO = Path(__file__).resolve().parent.parent
+
+__all__ = ["REPO", "PipelineError"]

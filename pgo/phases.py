@@ -13,14 +13,14 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from pgo import PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
+from pgo import REPO, PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config, server_binary
 from pgo.protocol import DEFAULT_TEST_SET
 from pgo.runner import PhaseLog, say
 from pgo.source import sha256_file
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
-from pgo.workdir import REPO, read_json
+from pgo.workdir import read_json
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,9 @@ pgo/package.py (the formats and `pgo package`), pgo/debpackages.py (the .debs) a
 import os
 import subprocess
 import textwrap
-import tomllib
 
-from pgo import PipelineError
-from pgo.workdir import REPO
+from pgo import REPO, PipelineError
+from pgo.readers import read_toml
 
 RECIPES = REPO / "packaging"
 ELF_MAGIC = b"\x7fELF"
@@ -24,11 +23,7 @@ BOLT_MARK = "+bolt"
 
 
 def load_toml(path):
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PipelineError(f"cannot read recipe {path}: {e}") from e
+    return read_toml(path, "recipe")
 
 
 def recipe(fmt, build):

@@ -12,7 +12,6 @@ from pgo import PipelineError
 from pgo.atomic import write_json
 from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, SETTINGS, STAGE, STATE
 
-REPO = Path(__file__).resolve().parent.parent
 # Characters a build's paths cannot hold (CMake 3.25, Ninja 1.11): CMake writes the work directory's
 # paths into the compile commands the shell runs, and into its own lists (';'), unquoted; each of
 # these broke a fixture build, in CMake's compiler checks, in Ninja, or in the compiled-in profile

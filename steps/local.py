@@ -28,16 +28,16 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import REPO, PipelineError
 from pgo.config import default_config, test_set_names
 from pgo.errors import error_reason, fail
 from pgo.protocol import DEFAULT_TEST_SET
+from pgo.runner import say
 from pgo.source import LATEST
 from pgo.toolchain import detect
 from steps.settings import (
     DEFAULT_RUNTIME,
     PACKAGE_FORMATS,
-    REPO,
     SETTINGS_ENV,
     WEB_PORT,
     WORKER_PORT,
@@ -390,10 +390,6 @@ def release_builds(api, bsid):
 
 
 # --- the command ------------------------------------------------------------------
-
-def say(line):
-    print(line, flush=True)
-
 
 def cmd_up(args):
     runtime = Runtime(args.runtime)

@@ -10,16 +10,15 @@ file are relative to the file's folder.
 
 import os
 import secrets
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import REPO, PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
 from pgo.config import build_config, default_config
+from pgo.readers import read_toml
 from pgo.source import validate_request
 
-REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
 PACKAGE_FORMATS = ("bintar", "deb", "rpm")
@@ -121,10 +120,7 @@ def load_settings(path=None):
     explicit = path is not None or bool(os.environ.get(SETTINGS_ENV))
     path = Path(path) if path is not None else settings_path()
     if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SettingsError(f"cannot read master settings {path}: {e}") from None
+        data = read_toml(path, "master settings", SettingsError)
         return from_dict(data, path.resolve().parent, path)
     if explicit:
         raise SettingsError(f"master settings file {path} does not exist")

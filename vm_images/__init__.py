@@ -1,10 +1,7 @@
 """Build-VM images with pinned compilers, their tests, and the compiler upgrade rollout."""
 
-from pathlib import Path
+from pgo import REPO, PipelineError
 
-from pgo import PipelineError
-
-REPO = Path(__file__).resolve().parent.parent
 # Outside version control (.gitignore: /run/): images are large and rebuilt, not committed.
 DEFAULT_IMAGES = REPO / "run" / "images"
 

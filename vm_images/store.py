@@ -9,12 +9,12 @@ A build is published by one rename, so readers see all of it or nothing; the poi
 rewritten atomically, and nothing here ever deletes a build.
 """
 
-import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo import readers
 from pgo.atomic import write_json
 from pgo.protocol import CURRENT_IMAGE
 from vm_images import ImageError
@@ -32,12 +32,7 @@ def stamp():
 
 
 def read_json(path, what):
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ImageError(f"{what} {path} is missing") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ImageError(f"cannot read {what} {path}: {e}") from e
+    return readers.read_json(path, what, ImageError)
 
 
 @dataclass(frozen=True)
