@@ -431,9 +431,8 @@ def replace_tree(tree, source, version, fill):
     if tree.exists():
         tree.rename(old)
     filling.rename(tree)
-    marker = marker_of(tree).with_suffix(".tmp")
-    marker.write_text(json.dumps({"checksum": source.checksum, "origin": source.origin, "version": version}) + "\n")
-    marker.replace(marker_of(tree))
+    atomic.write(marker_of(tree), (json.dumps({"checksum": source.checksum, "origin": source.origin,
+                                               "version": version}) + "\n").encode())
     shutil.rmtree(old, ignore_errors=True)
 
 
