@@ -4,7 +4,7 @@ from pathlib import Path
 
 from pgo.errors import PipelineError
 
-# The checkout every program of this repository runs from: pgo/, steps/, vm_images/, packaging/.
+# The checkout every program of this repository runs from: pgo/, buildmaster/, vm_images/, packaging/.
 REPO = Path(__file__).resolve().parent.parent
 
 __all__ = ["REPO", "PipelineError"]

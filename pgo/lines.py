@@ -1,6 +1,6 @@
 """The lines the worker-side CLI prints for the Buildbot steps to read, each format beside its parser.
 
-A Buildbot step (steps/buildsteps.py) shows progress lines as its live summary and turns a
+A Buildbot step (buildmaster/buildsteps.py) shows progress lines as its live summary and turns a
 phase's result line into the build's summary. Keeping the printing and the reading of each
 line in this one module (and a test that feeds what the CLI prints to these parsers) means a
 reworded line cannot silently leave a summary blank.

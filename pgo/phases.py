@@ -2,7 +2,7 @@
 
 Each phase has a name, a one-line title, a function that does the work, and the
 work-directory paths it reads and writes (pgo/contract.py names them). The CLI
-(`pgo build`, `pgo phase`), the Buildbot factory (steps/factories.py) and the
+(`pgo build`, `pgo phase`), the Buildbot factory (buildmaster/factories.py) and the
 tests all run these same definitions; a phase never knows which of them runs it.
 """
 

@@ -1,4 +1,4 @@
-"""What the worker side (pgo/), the Buildbot master (steps/) and the VM images (vm_images/) agree on.
+"""What the worker side (pgo/), the Buildbot master (buildmaster/) and the VM images (vm_images/) agree on.
 
 The master never builds: it runs `python3 -m pgo` on a worker, names the work directories, reads
 back what the phases wrote there and uploads it. So the names in a work directory, the
@@ -44,7 +44,7 @@ def test_results(workdir: str, test_set: str) -> str:
     return f"{workdir}/{TESTS}/{test_set}"
 
 
-# --- the VM images' store (vm_images/store.py) and the master's latent workers (steps/workers.py) ---
+# --- the VM images' store (vm_images/store.py) and the master's latent workers (buildmaster/workers.py) ---
 
 CURRENT_IMAGE = "current.json"      # <images>/current.json: the image a rollout made current
 

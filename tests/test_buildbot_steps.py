@@ -14,10 +14,10 @@ from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import ExpectRemoteRef, ExpectShell, ExpectUploadFile, TestBuildStepMixin
 from twisted.trial import unittest
 
+from buildmaster import factories
+from buildmaster.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
 from pgo import lines, protocol
 from pgo.checksums import verify_sha256sums
-from steps import factories
-from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
 
 COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
 # What a factory's pgo step gives the command: which build runs it (pgo/protocol.py).

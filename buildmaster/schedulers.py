@@ -4,12 +4,12 @@ from buildbot.plugins import schedulers, util
 from buildbot.schedulers.forcesched import CollectedValidationError, ValidationError
 from twisted.internet import defer, threads
 
+from buildmaster import factories, preflight
+from buildmaster.settings import PACKAGE_FORMATS
 from pgo import PipelineError
 from pgo.config import config_names, default_config, test_set_names
 from pgo.protocol import DEFAULT_TEST_SET
 from pgo.source import validate_request
-from steps import factories, preflight
-from steps.settings import PACKAGE_FORMATS
 
 
 class VersionParameter(util.StringParameter):

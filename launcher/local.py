@@ -28,14 +28,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pgo import REPO, PipelineError
-from pgo.config import default_config, test_set_names
-from pgo.errors import error_reason, fail
-from pgo.protocol import DEFAULT_TEST_SET
-from pgo.runner import say
-from pgo.source import LATEST
-from pgo.toolchain import detect
-from steps.settings import (
+from buildmaster.settings import (
     DEFAULT_RUNTIME,
     PACKAGE_FORMATS,
     SETTINGS_ENV,
@@ -46,6 +39,13 @@ from steps.settings import (
     downloads_port_after,
     load_settings,
 )
+from pgo import REPO, PipelineError
+from pgo.config import default_config, test_set_names
+from pgo.errors import error_reason, fail
+from pgo.protocol import DEFAULT_TEST_SET
+from pgo.runner import say
+from pgo.source import LATEST
+from pgo.toolchain import detect
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
@@ -82,7 +82,7 @@ def settings_text(web_port, worker_port, downloads_port):
     """A first settings file: this machine as the only worker, passwords generated here."""
     formats = ", ".join(f'"{f}"' for f in PACKAGE_FORMATS)
     return f"""# Settings of the local PGO release master, written by ./release.
-# Outside the repository: it holds passwords. Format: steps/README.md.
+# Outside the repository: it holds passwords. Format: buildmaster/README.md.
 title = "MariaDB PGO"
 web_port = {web_port}
 worker_port = {worker_port}

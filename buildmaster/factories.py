@@ -16,14 +16,14 @@ master, which the release's last step publishes in one rename.
 from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
+from buildmaster import publish
+from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
 from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
 from pgo.lines import RESULT_PARSERS, profile_check_summary
 from pgo.phases import PIPELINES, runs
 from pgo.source import LATEST
-from steps import publish
-from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
 
 # A MariaDB compile prints progress every few seconds, but training and the
 # benchmark may be silent for long stretches; a whole build takes ~40 minutes

@@ -23,7 +23,7 @@ SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
 PACKAGE_FORMATS = ("bintar", "deb", "rpm")
 # The master's ports unless the settings say otherwise: the web UI, the workers', and the
-# downloads (steps/downloads.py), by default the one after the web UI's.
+# downloads (buildmaster/downloads.py), by default the one after the web UI's.
 WEB_PORT, WORKER_PORT = 8010, 9989
 
 
@@ -81,7 +81,7 @@ class Settings:
     listen: str
     web_port: int
     worker_port: int
-    downloads_port: int               # the master serves the downloads folder here (steps/downloads.py)
+    downloads_port: int               # the master serves the downloads folder here (buildmaster/downloads.py)
     downloads_url: str                # ... as users reach it
     db_url: str
     admins: dict[str, str]

@@ -11,8 +11,8 @@ from xml.sax.saxutils import escape
 
 from buildbot.plugins import util, worker
 
+from buildmaster.settings import SettingsError
 from pgo.protocol import CURRENT_IMAGE
-from steps.settings import SettingsError
 
 # Missing VMs and lost connections must end, not hang a release.
 VM_BOOT_TIMEOUT = 20 * 60

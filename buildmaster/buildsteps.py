@@ -19,10 +19,10 @@ from buildbot.steps.shell import ShellCommand
 from buildbot.steps.worker import CompositeStepMixin
 from twisted.internet import defer, threads
 
+from buildmaster import publish
+from buildmaster.downloads import download_url
 from pgo import lines, protocol
 from pgo.errors import error_reason
-from steps import publish
-from steps.downloads import download_url
 
 
 class OutputWatcher(logobserver.LogLineObserver):
