@@ -13,7 +13,21 @@ import os
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, bolt, contract, lines, package, protocol, prove, source, testrun
+from pgo import (
+    PipelineError,
+    archive,
+    archive_cli,
+    bench,
+    bolt,
+    contract,
+    lines,
+    package,
+    protocol,
+    prove,
+    reuse,
+    source,
+    testrun,
+)
 from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
 from pgo.errors import error_line, run_command
@@ -121,7 +135,7 @@ def make_parser():
 
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
-    archive.register(sub)
+    archive_cli.register(sub)
     bench.register(sub)
     package.register(sub)
     prove.register(sub)
@@ -192,7 +206,10 @@ def cmd_build(args):
         # Taken as it is, the build would be of whatever the source holds, not of that ref.
         raise PipelineError(f"--git-ref applies only to a git URL --source, not to {args.source!r}")
     if args.profile_from:
-        profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
+        profile_from, max_mismatch, min_hot_coverage = reuse.plan_reuse(
+            archive_root, config=args.config, cc=args.cc, cxx=args.cxx, version=args.version,
+            profile_from=args.profile_from, accept_stale=args.accept_stale, max_mismatch=args.max_mismatch,
+            min_hot_coverage=args.min_hot_coverage)
     else:
         profile_from = None
         max_mismatch = MAX_MISMATCH if args.max_mismatch is None else args.max_mismatch

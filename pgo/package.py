@@ -337,12 +337,12 @@ def rebuild(build, fmt, cmake_extra):
     compile, no training), with the limits any reuse has; a plain build stays
     plain. It lives in the work directory's package-<format>/ and resumes there.
     """
-    from pgo import archive
+    from pgo import archive, reuse
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
         entry = archive.archived_entry(build.workdir, "packaged")
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
-        max_mismatch, min_coverage = archive.reuse_limits(manifest)
+        max_mismatch, min_coverage = reuse.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
     return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",
                         build.release)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from pgo import REPO, PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
+from pgo import REPO, PipelineError, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
 from pgo.config import build_config, server_binary
 from pgo.protocol import DEFAULT_TEST_SET
@@ -376,8 +376,8 @@ PHASES = {p.name: p for p in (
     Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
           build_optimized),
     Phase("bolt", "BOLT the server binary from a profile of it, check BOLT's report", bolt_binary),
-    Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
-    Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
+    Phase("archive", "store the profile in the profile archive, with its manifest", reuse.archive_phase),
+    Phase("import", "take the profile from the archive, check it fits this build", reuse.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),
     Phase("stage", "install the build into the staging tree for the packagers", stage),
     Phase("test", "run the product's own test suite (mtr) on the staged build", run_tests),
