@@ -39,7 +39,7 @@ from buildmaster.settings import (
     downloads_port_after,
     load_settings,
 )
-from pgo import REPO, PipelineError
+from pgo import REPO, PipelineError, process
 from pgo.config import default_config, test_set_names
 from pgo.errors import error_reason, fail
 from pgo.protocol import DEFAULT_TEST_SET
@@ -142,7 +142,7 @@ def tool(name):
 
 
 def run_tool(name, *args, env=None):
-    result = subprocess.run([tool(name), *args], env=env, capture_output=True, text=True)
+    result = process.run([tool(name), *args], env=env, error=LocalError)
     if result.returncode != 0:
         raise LocalError(f"{name} {args[0]} failed:\n{result.stdout}{result.stderr}".rstrip())
     return result.stdout

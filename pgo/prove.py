@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pgo import PipelineError, source, testrun
+from pgo import PipelineError, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
 from pgo.protocol import PACKAGE_INFO
@@ -156,10 +156,7 @@ def some(folder, pattern):
 
 def run(cmd, cwd=None, show=False, merged=False):
     cmd = [str(c) for c in cmd]
-    try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace")
-    except OSError as e:
-        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
+    done = process.run(cmd, cwd=cwd)
     output = done.stdout + done.stderr
     if show:
         for line in output.rstrip().splitlines():

@@ -5,11 +5,10 @@ pgo/package.py (the formats and `pgo package`), pgo/debpackages.py (the .debs) a
 (`pgo prove`) all read these; none of them imports another for them.
 """
 
-import os
-import subprocess
 import textwrap
 
-from pgo import REPO, PipelineError
+from pgo import REPO
+from pgo.process import output_of
 from pgo.readers import read_toml
 
 RECIPES = REPO / "packaging"
@@ -32,16 +31,7 @@ def recipe(fmt, build):
 
 def run(cmd, cwd=None, env=None):
     """Run a packaging tool; its output only matters when it fails."""
-    cmd = [str(c) for c in cmd]
-    try:
-        done = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                              capture_output=True, text=True, errors="replace")
-    except OSError as e:
-        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
-        raise PipelineError(f"{' '.join(cmd[:3])} ... failed with status {done.returncode}:\n{tail}")
-    return done.stdout
+    return output_of(cmd, cwd=cwd, env=env)
 
 
 def is_elf(path):

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError, atomic
+from pgo import PipelineError, atomic, process
 from pgo.runner import say
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
@@ -636,6 +636,6 @@ def _run(cmd, cwd=None, log=None):
     if log:
         log.run(cmd, cwd=cwd)
         return
-    result = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    result = process.run(cmd, cwd=cwd)
     if result.returncode != 0:
         raise PipelineError(f"'{' '.join(map(str, cmd))}' failed: {result.stderr.strip()[-500:]}")
