@@ -23,7 +23,7 @@ from pgo.bench.policy import RELEASE
 from pgo.config import build_config
 from pgo.lines import RESULT_PARSERS, profile_check_summary
 from pgo.phases import PIPELINES, runs
-from pgo.source import LATEST
+from pgo.versions import LATEST
 
 # A MariaDB compile prints progress every few seconds, but training and the
 # benchmark may be silent for long stretches; a whole build takes ~40 minutes

@@ -11,7 +11,8 @@ and its source phase still checks every source.
 from buildmaster import publish
 from pgo import PipelineError
 from pgo.config import build_config
-from pgo.source import LATEST, check_available, resolve_version
+from pgo.source import check_available, resolve_version
+from pgo.versions import LATEST
 
 
 def resolve(settings, version, config, source):

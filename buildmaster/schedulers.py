@@ -9,7 +9,7 @@ from buildmaster.settings import PACKAGE_FORMATS
 from pgo import PipelineError
 from pgo.config import config_names, default_config, test_set_names
 from pgo.protocol import DEFAULT_TEST_SET
-from pgo.source import validate_request
+from pgo.versions import validate_request
 
 
 class VersionParameter(util.StringParameter):

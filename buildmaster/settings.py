@@ -17,7 +17,7 @@ from pgo import REPO, PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
 from pgo.config import build_config, default_config
 from pgo.readers import read_toml
-from pgo.source import validate_request
+from pgo.versions import validate_request
 
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"

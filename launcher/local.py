@@ -44,8 +44,8 @@ from pgo.config import default_config, test_set_names
 from pgo.errors import error_reason, fail
 from pgo.protocol import DEFAULT_TEST_SET
 from pgo.runner import say
-from pgo.source import LATEST
 from pgo.toolchain import detect
+from pgo.versions import LATEST
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s

@@ -79,10 +79,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, profile
+from pgo.checksums import sha256_file
 from pgo.config import build_config
 from pgo.protocol import BUILD_NUMBER_ENV, BUILDER_ENV
-from pgo.source import sha256_file, version_line
 from pgo.toolchain import config_flags, gcov_binary
+from pgo.versions import version_line
 from pgo.workdir import read_json
 
 MANIFEST_FORMAT = 1

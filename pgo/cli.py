@@ -34,6 +34,7 @@ from pgo.errors import error_line, run_command
 from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
 from pgo.runner import say
+from pgo.versions import LATEST, validate_request
 from pgo.workdir import Settings, Workdir, require_usable_path
 
 
@@ -55,7 +56,7 @@ def make_parser():
     default = default_config()
 
     build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
-    build.add_argument("--version", required=True, type=checked(source.validate_request),
+    build.add_argument("--version", required=True, type=checked(validate_request),
                        help="server version, e.g. 10.11.19, or 'latest': the newest of the configuration's "
                        "line that the source has")
     build.add_argument("--config", default=default, help=config_help)
@@ -183,13 +184,13 @@ def share(text):
 def resolved(requested, config, spec, git_ref):
     """The version to build; for 'latest', says which it is."""
     version, how = source.resolve_version(requested, spec, build_config(config), git_ref=git_ref)
-    if requested == source.LATEST:
+    if requested == LATEST:
         print(lines.latest_version(version, how), flush=True)
     return version
 
 
 def cmd_latest(args):
-    version, how = source.resolve_version(source.LATEST, args.source, build_config(args.config))
+    version, how = source.resolve_version(LATEST, args.source, build_config(args.config))
     print(lines.latest_version(version, how), flush=True)
     if args.record:
         write_json(args.record, protocol.version_record(version, how))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.readers import read_toml
-from pgo.source import version_line
+from pgo.versions import version_line
 
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
 # Each product's server binary: the one its packages are checked against, and the one BOLT rewrites.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pgo import PipelineError, profile
 from pgo.atomic import write_json
+from pgo.checksums import sha256_file
 
 # The work directory's names are the protocol's (the master reads some of them): pgo/protocol.py.
 from pgo.protocol import (
@@ -37,7 +38,6 @@ from pgo.protocol import (
     TESTS,
     TRAINING_COUNTS,
 )
-from pgo.source import sha256_file
 from pgo.toolchain import fingerprint
 from pgo.workdir import read_json
 

@@ -23,11 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, debpackages
-from pgo.checksums import write_sha256sums
+from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import server_binary
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
 from pgo.runner import say
-from pgo.source import sha256_file
 from pgo.toolchain import built_with_lto
 from pgo.workdir import Workdir
 

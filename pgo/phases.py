@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from pgo import REPO, PipelineError, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
+from pgo.checksums import sha256_file
 from pgo.config import build_config, server_binary
 from pgo.protocol import DEFAULT_TEST_SET
 from pgo.runner import PhaseLog, say
-from pgo.source import sha256_file
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
 from pgo.workdir import read_json
 

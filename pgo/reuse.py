@@ -20,8 +20,8 @@ from pgo.archive import (
     workload_key,
 )
 from pgo.config import build_config
-from pgo.source import version_key, version_line
 from pgo.toolchain import build_environment, detect, fingerprint
+from pgo.versions import version_key, version_line
 from pgo.workdir import read_json
 
 # A reused profile from other source loses the functions whose control flow,

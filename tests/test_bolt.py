@@ -15,11 +15,11 @@ import pytest
 from conftest import FIXTURE, refused, run_pgo
 
 from pgo import PipelineError, bolt, lines
+from pgo.checksums import sha256_file
 from pgo.config import build_config
 from pgo.phases import Context, pipeline_of, run_phases
 from pgo.proof import elf_section
 from pgo.runner import PhaseLog
-from pgo.source import sha256_file
 from pgo.toolchain import BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS, config_flags, fingerprint
 from pgo.workdir import Workdir
 
