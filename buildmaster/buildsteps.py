@@ -3,12 +3,13 @@
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
 it prints into the step's summary: `[instrumented] compile 345/1164` and
 `[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
-states a phase's result (the profile use, the benchmark's verdict) into the
-build's summary; pgo/lines.py reads those lines, beside the code that prints
-them. Where the command wrote its result as a JSON record (the profile check's
-figures, which version 'latest' is: pgo/protocol.py), the step reads that record
-from the worker instead. The master-side steps publish a build's uploads, and
-stop a build request that keeps losing its worker.
+states a command's result (the benchmark's verdict, the tests' counts and
+verdict) into the build's summary; pgo/lines.py reads those lines, beside the
+code that prints them. Where the command wrote its result as a JSON record (the
+profile check, the profile use, BOLT's check, which version 'latest' is:
+pgo/protocol.py), the step reads that record from the worker instead. The
+master-side steps publish a build's uploads, and stop a build request that
+keeps losing its worker.
 """
 
 from pathlib import Path

@@ -21,7 +21,7 @@ from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoComma
 from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
-from pgo.lines import RESULT_PARSERS, profile_check_summary
+from pgo.lines import RESULT_PARSERS, bolt_check_summary, profile_check_summary, profile_use_summary
 from pgo.phases import PIPELINES, runs
 from pgo.versions import LATEST
 
@@ -35,7 +35,9 @@ MAX_STEP_TIME = 6 * 3600
 BENCHMARKED_PRODUCTS = ("mariadb",)
 # The phases whose result the build's summary takes from the record they wrote in the work
 # directory (pgo/protocol.py), and how.
-RECORDS = {"check": (protocol.PROFILE_CHECK, profile_check_summary)}
+RECORDS = {"check": (protocol.PROFILE_CHECK, profile_check_summary),
+           "optimized": (protocol.PROFILE_USE, profile_use_summary),
+           "bolt": (protocol.BOLT_CHECK, bolt_check_summary)}
 BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 

@@ -109,16 +109,11 @@ def profile_use(profile_id, verdict):
                                f"{verdict['functions_without_profile']} functions without profile")
 
 
-PROFILE_USE = re.compile(r"^\[optimized\] (?P<stale>stale )?profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) "
-                         r"hot objects \(in effect in (?P<effect>\d+), by their own records\); "
-                         r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches, "
-                         r"(?P<functions>\d+) functions without profile$")
-
-
-def profile_use_result(line):
-    match = PROFILE_USE.match(line)
-    return (f"{match['stale'] or ''}profile used by {match['coverage']} of {match['hot']} hot objects, "
-            f"{match['mismatch']} mismatches;") if match else None
+def profile_use_summary(verdict):
+    """The build's summary of the optimised build's verdict, from its record (profile-use.json)."""
+    stale = "stale " if verdict.get("stale") else ""
+    return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects, "
+            f"{verdict['coverage_mismatch']} mismatches;")
 
 
 def bolt_check(check):
@@ -133,15 +128,11 @@ def bolt_check(check):
                           f"functions laid out anew, {check['hot_text_bytes']} bytes of hot text{branches}")
 
 
-BOLT_CHECK = re.compile(r"^\[bolt\] (?P<binary>\S+) (?P<outcome>PASSED|FAILED): profile matched (?P<profiled>\d+) "
-                        r"of (?P<functions>\d+) functions, (?P<stale>\d+%) of samples stale; (?P<laid>\d+) functions "
-                        r"laid out anew, (?P<hot>\d+) bytes of hot text")
-
-
-def bolt_check_result(line):
-    match = BOLT_CHECK.match(line)
-    return (f"BOLT {match['outcome'].lower()}: {match['profiled']} of {match['functions']} functions profiled, "
-            f"{match['stale']} stale, {match['hot']} bytes of hot text;") if match else None
+def bolt_check_summary(check):
+    """The build's summary of BOLT's check, from its record (bolt.json)."""
+    return (f"BOLT {'passed' if check['passed'] else 'failed'}: {check['profiled_functions']} of "
+            f"{check['functions']} functions profiled, {check['stale_share']:.0%} stale, "
+            f"{check['hot_text_bytes']} bytes of hot text;")
 
 
 def bench_verdict(verdict):
@@ -214,8 +205,6 @@ def test_verdict_result(line):
 
 # Which result line each command's step reads.
 RESULT_PARSERS = {
-    "optimized": profile_use_result,
-    "bolt": bolt_check_result,
     "benchmark": bench_verdict_result,
     "test": test_result_result,
     "test-verdict": test_verdict_result,

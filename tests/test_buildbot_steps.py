@@ -106,9 +106,9 @@ class PgoCommandTest(StepTest):
         return ExpectShell(workdir="repo", command=COMMAND, env=PGO_ENV, log_environ=False,
                            timeout=factories.SILENCE_TIMEOUT, max_time=factories.MAX_STEP_TIME)
 
-    def check_record(self, record):
-        """The check's record, as the step fetches it from the work directory on the worker."""
-        upload = ExpectUploadFile(workersrc=f"w/{protocol.PROFILE_CHECK}", workdir="repo", blocksize=32 * 1024,
+    def check_record(self, record, name=protocol.PROFILE_CHECK):
+        """A phase's record, as the step fetches it from the work directory on the worker."""
+        upload = ExpectUploadFile(workersrc=f"w/{name}", workdir="repo", blocksize=32 * 1024,
                                   maxsize=None, writer=ExpectRemoteRef(remotetransfer.StringFileWriter))
         return upload.upload_string(record).exit(0)
 
@@ -145,7 +145,9 @@ class PgoCommandTest(StepTest):
 
     def test_profile_use_becomes_the_build_summary(self):
         self.setup_phase_step("optimized")
-        self.expect_commands(self.phase_shell().stdout(OPTIMIZED_OUTPUT).exit(0))
+        use = {"hot_coverage": 0.97, "hot_objects": 120, "coverage_mismatch": 0, "stale": False}
+        self.expect_commands(self.phase_shell().stdout(OPTIMIZED_OUTPUT).exit(0),
+                             self.check_record(json.dumps(use), protocol.PROFILE_USE))
         self.expect_outcome(result=SUCCESS,
                             state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
         return self.run_step()
@@ -153,7 +155,10 @@ class PgoCommandTest(StepTest):
     def test_bolts_training_is_its_progress_and_its_check_the_build_summary(self):
         self.setup_phase_step("bolt")
         self.build.setProperty("config", "minimal-lto-bolt", "test")
-        self.expect_commands(self.phase_shell().stdout(BOLT_OUTPUT).exit(0))
+        check = {"passed": True, "profiled_functions": 5712, "functions": 48213, "stale_share": 0.0,
+                 "hot_text_bytes": 2871424}
+        self.expect_commands(self.phase_shell().stdout(BOLT_OUTPUT).exit(0),
+                             self.check_record(json.dumps(check), protocol.BOLT_CHECK))
         self.expect_outcome(result=SUCCESS, state_string="bolt: BOLT passed: 5712 of 48213 functions profiled, "
                                                          "0% stale, 2871424 bytes of hot text;")
         return self.run_step()

@@ -49,17 +49,16 @@ def test_profile_check_record_becomes_its_summary(build_output):
         f"{lines.si(largest['counter'])} in {largest['object'].rsplit('/', 1)[-1]}, 1 runs;")
 
 
-def test_profile_use_line_becomes_its_summary(build_output):
-    workdir, output = build_output
-    use = json.loads((workdir / "profile-use.json").read_text())
-    assert read(lines.RESULT_PARSERS["optimized"], output) == [
-        f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"]
+def test_profile_use_record_becomes_its_summary(build_output):
+    workdir, _ = build_output
+    use = json.loads((workdir / protocol.PROFILE_USE).read_text())
+    assert lines.profile_use_summary(use) == f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"
 
 
 def test_only_the_result_lines_are_read(build_output):
     _, output = build_output
     results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
-    assert [line.split("]")[0] for line in results] == ["[optimized", "[test"]
+    assert [line.split("]")[0] for line in results] == ["[test"]
 
 
 def test_test_run_lines_become_progress_and_summary(build_output):
@@ -70,7 +69,8 @@ def test_test_run_lines_become_progress_and_summary(build_output):
     assert summary == [f"fixture tests release: 2 passed, 0 failed, 1 skipped, {results['seconds'] / 60:.1f} min;"]
     assert lines.failed_tests(summary[0]) == 0
     assert lines.failed_tests("fixture tests release: 1 passed, 3 failed, 0 skipped, 0.1 min;") == 3
-    assert lines.failed_tests("profile used by 100% of 2 hot objects, 0 mismatches;") == 0
+    use = {"hot_coverage": 1, "hot_objects": 2, "coverage_mismatch": 0}
+    assert lines.failed_tests(lines.profile_use_summary(use)) == 0
 
 
 def test_test_verdict_line_becomes_its_summary(build_output):
