@@ -1,5 +1,10 @@
 """Worker side of the PGO release pipeline: one CLI whose subcommands are its phases."""
 
+from pathlib import Path
 
-class PipelineError(Exception):
-    """A failure the user can act on; the CLI prints it as one line and exits non-zero."""
+from pgo.errors import PipelineError
+
+# The checkout every program of this repository runs from: pgo/, buildmaster/, vm_images/, packaging/.
+REPO = Path(__file__).resolve().parent.parent
+
+__all__ = ["REPO", "PipelineError"]

@@ -38,8 +38,8 @@ gone, and name those of live processes and of other hosts.
 
 The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
 Buildbot builder points --archive at a worker directory that it uploads to the
-master's archive, and sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name
-and the build's number) for the manifest.
+master's archive, and every pgo step sets PGO_BUILDER and PGO_BUILD_NUMBER (the
+builder's name and the build's number, pgo/protocol.py) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
 of training. "latest" is the entry, not pending, of the same product line (major.minor),
@@ -62,7 +62,6 @@ objects that got a profile in the training build get one now, unless
 staleness short of no profile at all.
 """
 
-import argparse
 import fcntl
 import hashlib
 import io
@@ -71,20 +70,21 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, lines, profile
+from pgo import PipelineError, atomic, contract, profile
+from pgo.checksums import sha256_file
 from pgo.config import build_config
-from pgo.source import sha256_file, version_key, version_line
-from pgo.toolchain import build_environment, config_flags, detect, fingerprint, gcov_binary
-from pgo.workdir import Workdir, read_json
+from pgo.protocol import BUILD_NUMBER_ENV, BUILDER_ENV
+from pgo.toolchain import config_flags, gcov_binary
+from pgo.versions import version_line
+from pgo.workdir import read_json
 
 MANIFEST_FORMAT = 1
 ARCHIVE = "profile.tar.xz"
@@ -95,14 +95,7 @@ RANK = {"nightly": 0, "pending": 1, "release": 2}
 BUILD_KINDS = ("release", "nightly")     # what a build is meant to be; its profile is pending until published
 KIND = "kind.json"
 STAGED_KIND = "kind.json.next"      # a change of kind on its way (change_kind)
-BUILDBOT_ENV = {"builder": "PGO_BUILDER", "build_number": "PGO_BUILD_NUMBER"}
-# A reused profile from other source loses the functions whose control flow,
-# lines or source path changed (GCC discards their counters) and the objects
-# that are new. Allow a
-# little of both by default: 1% of the profile's functions discarded, and 90%
-# of the hot coverage the training build reached.
-REUSE_DISCARD_SHARE = 0.01
-REUSE_COVERAGE_SHARE = 0.9
+BUILDBOT_ENV = {"builder": BUILDER_ENV, "build_number": BUILD_NUMBER_ENV}
 
 
 def default_root():
@@ -308,7 +301,7 @@ def manifest_of(workdir, kind):
         "files": [{"name": f.name, "size": f.stat().st_size, "sha256": sha256_file(f)} for f in files],
         "built_by": {"host": socket.gethostname(), "user": os.environ.get("USER") or str(os.getuid()),
                      **{key: os.environ.get(var) for key, var in BUILDBOT_ENV.items()}},
-        "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        "created": datetime.now(UTC).isoformat(timespec="microseconds"),
     }
     return manifest, files
 
@@ -327,7 +320,7 @@ def settle_kind(entry, wanted, out):
     current = proven_kind(entry)
     if RANK[wanted] > RANK[current]:
         history = read_json(entry.path / KIND)["history"] if (entry.path / KIND).is_file() else []
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         change_kind(entry, atomic.json_bytes({"kind": wanted, "history": [*history, {"from": current, "to": wanted,
                                                                                      "at": now}]}))
         out(f"profile {entry.profile_id} promoted from {current} to {wanted}")
@@ -437,7 +430,8 @@ def write_entry(directory, manifest, files):
 
 
 def write_sums(directory, kind=None):
-    """An entry's sha256sums.txt: its archive and manifest, and once promoted (`kind`: kind.json's new bytes) its kind."""
+    """An entry's sha256sums.txt: its archive and manifest, and once promoted its kind (`kind`: kind.json's new
+    bytes)."""
     sums = {name: sha256_file(directory / name) for name in (ARCHIVE, MANIFEST)}
     if kind is not None:
         sums[KIND] = hashlib.sha256(kind).hexdigest()
@@ -562,54 +556,6 @@ def verify(entry):
         return unpack(entry, Path(scratch) / "profile")
 
 
-# --- reuse --------------------------------------------------------------------
-
-def passed_over_note(problems, shown=2):
-    """The refusal's note on the damaged entries `latest` passed over: the first ones in full, so
-    that the one error line says what to repair even when the log of the passing-over is gone."""
-    if not problems:
-        return ""
-    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
-    return f" (passed over {len(problems)} damaged: {'; '.join(problems[:shown])}{more})"
-
-
-def latest(root, product, version, target, compiler_version, flags_fingerprint):
-    """Newest compatible profile of this product line, from this version or an older one.
-
-    A damaged entry is passed over, and named, not taken: one bad entry must not stop every
-    later build that reuses profiles (the entry taken is checked in full when it is unpacked).
-    """
-    candidates, passed_over = [], []
-    for entry in entries(root):
-        try:
-            m = entry.manifest()
-            if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
-                    and version_key(m["version"]) <= version_key(version)
-                    and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
-                candidates.append(((workload_key(m), version_key(m["version"]), m["created"]), entry, m))
-        except Gone:
-            continue
-        except DAMAGE as e:
-            passed_over.append(damage(entry, e))
-    for problem in passed_over:
-        print(f"[import] passed over a damaged entry: {problem} (see `pgo archive verify`)", flush=True)
-    if not candidates:
-        raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
-                            f"{version} built by GCC {compiler_version} for {target} with flags "
-                            f"{flags_fingerprint}" + passed_over_note(passed_over))
-    # A newer training workload first: it was changed because the older one missed code that
-    # matters (docs/training-limit-11.8.6-minimal-11.8/), which a newer release does not make up for.
-    (workload, *newest), entry, m = max(candidates, key=lambda c: c[0])
-    print(f"[import] latest is {entry.name}: {m['product']} {m['version']}, trained by {trained_by(m)}; the "
-          f"newest training workload, then the newest version, of {len(candidates)} compatible profiles",
-          flush=True)
-    for (their_workload, *their_newest), other, theirs in sorted(candidates, key=lambda c: c[0], reverse=True):
-        if their_workload < workload and their_newest > newest:
-            print(f"[import] passed over {other.name} ({theirs['product']} {theirs['version']}): trained by "
-                  f"{trained_by(theirs)}, older than the chosen one's", flush=True)
-    return entry
-
-
 def workload_version(manifest):
     """The version of the training workload that made a profile, as its training's report gave it
     (profile_load's PROFILE_LOAD_VERSION); None when the manifest records none."""
@@ -627,97 +573,6 @@ def workload_key(manifest):
 def trained_by(manifest):
     version = workload_version(manifest)
     return f"workload version {version}" if version else "a workload of unknown version (its manifest names none)"
-
-
-def incompatibilities(manifest, product, target, compiler_version, flags_fingerprint):
-    """What differs between a profile and a build in ways that make the profile useless or wrong."""
-    theirs = (manifest["product"], manifest["compiler"]["target"], manifest["compiler"]["version"],
-              manifest["flags_fingerprint"])
-    ours = (product, target, compiler_version, flags_fingerprint)
-    names = ("product", "target platform", "compiler version (GCC)", "flags fingerprint")
-    return [f"{name}: profile {a}, this build {b}" for name, a, b in zip(names, theirs, ours) if a != b]
-
-
-def plan_reuse(args, root):
-    """Choose the archived profile for a build and its limits, before anything is built.
-
-    Returns (entry name, max discarded functions, min hot coverage).
-    """
-    config = build_config(args.config)
-    compiler = detect(args.cc, args.cxx)
-    target = compiler_target(compiler.cc)
-    flags = fingerprint(config, build_environment())
-    if args.profile_from == "latest":
-        entry = latest(root, config.product.name, args.version, target, compiler.version, flags)
-    else:
-        entry = find(root, args.profile_from)
-    manifest = entry.manifest()
-    differs = incompatibilities(manifest, config.product.name, target, compiler.version, flags)
-    if differs:
-        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    max_discarded, min_coverage = reuse_limits(manifest, args.accept_stale)
-    if args.max_mismatch is not None:
-        max_discarded = args.max_mismatch
-    if args.min_hot_coverage is not None:
-        min_coverage = args.min_hot_coverage
-    return entry.name, max_discarded, min_coverage
-
-
-def reuse_limits(manifest, accept_stale=False):
-    """(max discarded functions, min hot coverage) of a build that reuses this archived profile."""
-    if accept_stale:
-        # Stale is accepted, a build without any profile is not.
-        return manifest["functions"], 0.001
-    return (int(manifest["functions"] * REUSE_DISCARD_SHARE),
-            round(manifest["optimized"]["hot_coverage"] * REUSE_COVERAGE_SHARE, 3))
-
-
-def import_profile(ctx, log):
-    """The reuse pipeline's phase: unpack the archived profile, check it fits, say how stale it is."""
-    s = ctx.settings
-    entry = find(root_of(s.archive), s.profile_from)
-    manifest = entry.manifest()
-    differs = incompatibilities(manifest, ctx.product.name, compiler_target(ctx.compiler.cc),
-                                ctx.compiler.version, fingerprint(ctx.config, ctx.environment))
-    if differs:
-        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    # Whatever the profile directory held is no longer this build's profile, whether the import succeeds or not.
-    shutil.rmtree(ctx.profile, ignore_errors=True)
-    atomic.place(ctx.profile, lambda unpacking: unpack(entry, unpacking))
-    source = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
-    stale = manifest["source"]["checksum"] != source["checksum"]
-    figures = dict(manifest["profile_check"], profile_id=manifest["profile_id"], training=manifest["training"],
-                   reused={"entry": entry.name, "version": manifest["version"], "created": manifest["created"],
-                           "source_checksum": manifest["source"]["checksum"], "stale": stale,
-                           "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
-    contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
-    lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
-             f"{manifest['functions']} functions), trained by {trained_by(manifest)}"]
-    if stale:
-        lines.append(f"stale: trained on {manifest['product']} {manifest['version']} source "
-                     f"{manifest['source']['checksum'][:12]}, this is {s.version} source {source['checksum'][:12]}")
-    else:
-        lines.append("trained on this very source")
-    lines.append(f"limits: at most {s.max_mismatch} functions with a discarded profile, at least "
-                 f"{s.min_hot_coverage:.0%} hot coverage (the training build had "
-                 f"{manifest['optimized']['hot_coverage']:.0%})")
-    for line in lines:
-        log.note(line)
-        print(f"[import] {line}", flush=True)
-
-
-def archive_phase(ctx, log):
-    """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
-    entry = store(ctx.workdir, root_of(ctx.settings.archive), unpublished_kind(ctx.settings),
-                  out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
-    contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
-                   {"root": str(entry.root), "entry": entry.name, "kind": entry.kind()})
-
-
-def unpublished_kind(settings):
-    """The kind a build's profile is archived as: a release's is pending until the release is published
-    (after the benchmark gate; `promote`), so that a refused release never becomes `--profile-from latest`."""
-    return "pending" if settings.archive_kind == "release" else settings.archive_kind
 
 
 # --- pruning ------------------------------------------------------------------
@@ -791,128 +646,3 @@ def sweep_leftovers(root):
                 f"pid {pid} on this host is still writing it" if pid is not None else
                 "an unfinished write of another host; remove it by hand once no pgo there writes to this archive"))
     return told
-
-
-# --- command line -------------------------------------------------------------
-
-def register(subparsers):
-    archive = subparsers.add_parser("archive", help="the profile archive: store, promote, list, show, verify, prune",
-                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = archive.add_subparsers(metavar="action")
-
-    def action(name, func, help):
-        parser = commands.add_parser(name, help=help)
-        parser.add_argument("--archive", help="archive directory (default: $PGO_ARCHIVE or "
-                            "~/.local/share/pgo/profiles)")
-        parser.set_defaults(func=func)
-        return parser
-
-    store_cmd = action("store", cmd_store, "archive the profile of a trained work directory")
-    store_cmd.add_argument("--workdir", required=True)
-    store_cmd.add_argument("--kind", choices=KINDS,
-                           help="release (kept forever), pending (a release not yet published) or nightly "
-                           "(pruned); default: pending for a release build (promote it once published), "
-                           "nightly for a nightly")
-    promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
-    promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
-    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived "
-                             "(default --archive: the work directory's)")
-    promote_cmd.add_argument("--kind", choices=KINDS, default="release", help="default: release")
-    list_cmd = action("list", cmd_list, "list the archived profiles")
-    list_cmd.add_argument("--json", action="store_true")
-    show = action("show", cmd_show, "print an archived profile's manifest")
-    show.add_argument("name", help="entry name or profile id")
-    verify_cmd = action("verify", cmd_verify, "check checksums, manifest and every .gcda of one or all entries")
-    verify_cmd.add_argument("name", nargs="?", help="entry name or profile id (default: all)")
-    prune_cmd = action("prune", cmd_prune, "remove old nightly profiles (releases are always kept)")
-    prune_cmd.add_argument("--keep", type=int, default=10, help="nightlies kept per product line (default 10)")
-    prune_cmd.add_argument("--dry-run", action="store_true")
-    archive.set_defaults(func=lambda args: archive.print_help() or 2)
-
-
-def cmd_store(args):
-    workdir = Workdir(args.workdir)
-    settings = workdir.load_settings()
-    root = root_of(args.archive or settings.archive)
-    store(workdir, root, args.kind or unpublished_kind(settings))
-
-
-def cmd_promote(args):
-    if bool(args.name) == bool(args.workdir):
-        raise PipelineError("give the archived profile's name or --workdir (one of them)")
-    if args.name:
-        promote(root_of(args.archive), args.name, args.kind)
-        return
-    # The archive the work directory's build stored into and reused from, as `store` takes it.
-    workdir = Workdir(args.workdir)
-    promote(root_of(args.archive or workdir.load_settings().archive), archived_entry(workdir, "promoted"), args.kind)
-
-
-def cmd_list(args):
-    """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
-    root = root_of(args.archive)
-    leftovers = sweep_leftovers(root)
-    rows = []
-    for entry in entries(root):
-        try:
-            m = entry.manifest()
-            rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
-                         "workload_version": workload_version(m), "gcda_files": len(m["files"]),
-                         "builder": m["built_by"].get("builder")})
-        except Gone:
-            continue
-        except DAMAGE as e:
-            rows.append({"name": entry.name, "kind": "damaged", "problem": damage(entry, e)})
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    elif not rows:
-        print(f"no archived profiles in {root}")
-    for row in [] if args.json else rows:
-        trained = f"workload {row['workload_version'] or '?':<3}" if "created" in row else ""
-        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {trained:<12} "
-              f"{row.get('created', row.get('problem'))}")
-    # Beside the JSON, not in it: what parses the rows gets entries only.
-    for line in leftovers:
-        print(line, file=sys.stderr if args.json else sys.stdout)
-    damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
-    if damaged:
-        print(lines.error(f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
-                          "(see `pgo archive verify`)"), file=sys.stderr)
-        return 1
-    return 0
-
-
-def cmd_show(args):
-    print(json.dumps(find(root_of(args.archive), args.name).manifest(), indent=2, sort_keys=True))
-
-
-def cmd_verify(args):
-    root = root_of(args.archive)
-    for line in sweep_leftovers(root):
-        print(line)
-    chosen = [find(root, args.name)] if args.name else entries(root)
-    if not chosen:
-        raise PipelineError(f"no archived profiles in {root}")
-    failed = 0
-    for entry in chosen:
-        try:
-            manifest = verify(entry)
-            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions, "
-                  f"trained by {trained_by(manifest)})")
-        except Gone as e:
-            print(f"gone    {entry.name}: {e}")
-        except PipelineError as e:
-            failed += 1
-            print(f"FAILED  {entry.name}: {e}")
-    if failed:
-        print(lines.error(f"{failed} of {len(chosen)} archived profiles failed verification"), file=sys.stderr)
-        return 1
-    return 0
-
-
-def cmd_prune(args):
-    if args.keep < 1:
-        raise PipelineError("--keep must be at least 1")
-    removed = prune(root_of(args.archive), args.keep, args.dry_run)
-    print(f"{'would remove' if args.dry_run else 'removed'} {len(removed)} nightly profiles")
-

@@ -1,10 +1,17 @@
-"""sha256sums.txt of a folder of artifacts, in the format `sha256sum -c` reads."""
+"""SHA-256 of a file, and sha256sums.txt of a folder of artifacts, in the format `sha256sum -c` reads."""
 
+import hashlib
 from pathlib import Path
 
-from pgo.source import sha256_file
-
 SUMS = "sha256sums.txt"
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_sha256sums(folder):

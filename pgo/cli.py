@@ -10,44 +10,43 @@
 import argparse
 import json
 import os
-import sys
 import tempfile
 from dataclasses import asdict
 
-from pgo import PipelineError, archive, bench, bolt, contract, lines, package, source, testrun
-from pgo.config import build_config, config_names, default_config
-from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
+from pgo import (
+    PipelineError,
+    archive,
+    archive_cli,
+    bench,
+    bolt,
+    contract,
+    lines,
+    package,
+    protocol,
+    prove,
+    reuse,
+    source,
+    testrun,
+)
 from pgo.atomic import write_json
+from pgo.config import build_config, config_names, default_config
+from pgo.errors import error_line, run_command
+from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
+from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
 from pgo.runner import say
+from pgo.versions import LATEST, validate_request
 from pgo.workdir import Settings, Workdir, require_usable_path
 
 
 def main(argv=None):
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help()
-        return 2
-    try:
-        return args.func(args) or 0
-    except PipelineError as e:
-        print(lines.error(e), file=sys.stderr)
-        return 1
-    except OSError as e:
-        # A disk that filled up, a folder that went away: one line, like every other error.
-        where = f": {e.filename}" if e.filename else ""
-        print(f"pgo: error: {e.strerror or e}{where}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("pgo: interrupted", file=sys.stderr)
-        return 130
+    return run_command(make_parser(), argv, "pgo")
 
 
 class Parser(argparse.ArgumentParser):
     """Usage errors as one line, not argparse's usage block."""
 
     def error(self, message):
-        self.exit(2, lines.error(f"{message} (see {self.prog} --help)", self.prog) + "\n")
+        self.exit(2, error_line(f"{message} (see {self.prog} --help)", self.prog) + "\n")
 
 
 def make_parser():
@@ -57,7 +56,7 @@ def make_parser():
     default = default_config()
 
     build = sub.add_parser("build", help="run the pipeline (resumes where a previous run stopped)")
-    build.add_argument("--version", required=True, type=checked(source.validate_request),
+    build.add_argument("--version", required=True, type=checked(validate_request),
                        help="server version, e.g. 10.11.19, or 'latest': the newest of the configuration's "
                        "line that the source has")
     build.add_argument("--config", default=default, help=config_help)
@@ -74,9 +73,9 @@ def make_parser():
     build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
     build.add_argument("--max-mismatch", type=checked(count),
                        help="functions whose profile the optimising compiler may discard (coverage-mismatch); "
-                       "default 0, or 1%% of the profile's functions with --profile-from")
+                       f"default {MAX_MISMATCH}, or 1%% of the profile's functions with --profile-from")
     build.add_argument("--min-hot-coverage", type=checked(share),
-                       help="share of hot objects that must get a profile; default 0.3, or 90%% of the "
+                       help=f"share of hot objects that must get a profile; default {MIN_HOT_COVERAGE}, or 90%% of the "
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
                        "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
@@ -88,7 +87,7 @@ def make_parser():
                        "profile id, or 'latest' for this product line, compiler and flags")
     build.add_argument("--accept-stale", action="store_true",
                        help="with --profile-from: build even when the profile fits the source below the limits")
-    build.add_argument("--tests", default="release", metavar="SET|off",
+    build.add_argument("--tests", default=DEFAULT_TEST_SET, metavar="SET|off",
                        help="the test set the test phase runs on the staged build (configs.toml: release, "
                        "nightly, smoke), or off (default: %(default)s)")
     build.add_argument("--phase", action="append", choices=sorted(PHASES),
@@ -130,13 +129,17 @@ def make_parser():
     latest = sub.add_parser("latest", help="the newest version of a configuration's line that a source has")
     latest.add_argument("--config", default=default, help=config_help)
     latest.add_argument("--source", default="debian", help="as for pgo build")
+    latest.add_argument("--record", metavar="FILE",
+                        help="also write the version and how it was found to FILE, as JSON (what the Buildbot "
+                        "step reads)")
     latest.set_defaults(func=cmd_latest)
 
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
-    archive.register(sub)
+    archive_cli.register(sub)
     bench.register(sub)
     package.register(sub)
+    prove.register(sub)
     return parser
 
 
@@ -181,13 +184,16 @@ def share(text):
 def resolved(requested, config, spec, git_ref):
     """The version to build; for 'latest', says which it is."""
     version, how = source.resolve_version(requested, spec, build_config(config), git_ref=git_ref)
-    if requested == source.LATEST:
+    if requested == LATEST:
         print(lines.latest_version(version, how), flush=True)
     return version
 
 
 def cmd_latest(args):
-    resolved(source.LATEST, args.config, args.source, None)
+    version, how = source.resolve_version(LATEST, args.source, build_config(args.config))
+    print(lines.latest_version(version, how), flush=True)
+    if args.record:
+        write_json(args.record, protocol.version_record(version, how))
 
 
 def cmd_build(args):
@@ -201,11 +207,14 @@ def cmd_build(args):
         # Taken as it is, the build would be of whatever the source holds, not of that ref.
         raise PipelineError(f"--git-ref applies only to a git URL --source, not to {args.source!r}")
     if args.profile_from:
-        profile_from, max_mismatch, min_hot_coverage = archive.plan_reuse(args, archive_root)
+        profile_from, max_mismatch, min_hot_coverage = reuse.plan_reuse(
+            archive_root, config=args.config, cc=args.cc, cxx=args.cxx, version=args.version,
+            profile_from=args.profile_from, accept_stale=args.accept_stale, max_mismatch=args.max_mismatch,
+            min_hot_coverage=args.min_hot_coverage)
     else:
         profile_from = None
-        max_mismatch = 0 if args.max_mismatch is None else args.max_mismatch
-        min_hot_coverage = 0.3 if args.min_hot_coverage is None else args.min_hot_coverage
+        max_mismatch = MAX_MISMATCH if args.max_mismatch is None else args.max_mismatch
+        min_hot_coverage = MIN_HOT_COVERAGE if args.min_hot_coverage is None else args.min_hot_coverage
     settings = Settings(version=args.version, config=args.config, pgo=args.pgo, source=args.source,
                         git_ref=args.git_ref, cc=args.cc, cxx=args.cxx, profile_dir=args.profile_dir,
                         cache=args.cache, max_mismatch=max_mismatch, min_hot_coverage=min_hot_coverage,
@@ -214,8 +223,8 @@ def cmd_build(args):
     suffix = "" if args.pgo == "on" else "-plain"
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
     ctx = Context(workdir, settings)          # validates the configuration
-    ctx.compiler                              # and the compiler, before anything is written
-    ctx.environment                           # and the environment
+    ctx.compiler                              # noqa: B018 and the compiler, before anything is written
+    ctx.environment                           # noqa: B018 and the environment
     if ctx.config.bolt and args.pgo == "on":
         bolt.tools()                          # and BOLT, which runs after the long builds
     for path, option in ((workdir.root, "--workdir"), (ctx.profile, "--profile-dir"),

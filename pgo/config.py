@@ -1,12 +1,12 @@
 """Named build configurations, read from the declarative file pgo/configs.toml."""
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgo import PipelineError
-from pgo.source import version_line
+from pgo.readers import read_toml
+from pgo.versions import version_line
 
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
 # Each product's server binary: the one its packages are checked against, and the one BOLT rewrites.
@@ -98,11 +98,7 @@ class BuildConfig:
 
 
 def load(path=CONFIG_FILE):
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PipelineError(f"cannot read configuration file {path}: {e}") from e
+    return read_toml(path, "configuration file")
 
 
 def config_names(data=None):

@@ -20,17 +20,27 @@ from dataclasses import dataclass
 
 from pgo import PipelineError, profile
 from pgo.atomic import write_json
-from pgo.source import sha256_file
+from pgo.checksums import sha256_file
+
+# The work directory's names are the protocol's (the master reads some of them): pgo/protocol.py.
+from pgo.protocol import (
+    ARCHIVE_RECORD,
+    BOLT_CHECK,
+    BUILD_INFO,
+    PACKAGE_INFO,
+    PROFILE,
+    PROFILE_CHECK,
+    PROFILE_USE,
+    SETTINGS,
+    SOURCE_RECORD,
+    STAGE,
+    STATE,
+    TESTS,
+    TRAINING_COUNTS,
+)
 from pgo.toolchain import fingerprint
 from pgo.workdir import read_json
 
-SETTINGS, STATE = "settings.json", "state.json"
-SOURCE_RECORD, PROFILE_CHECK, PROFILE_USE = "source.json", "profile-check.json", "profile-use.json"
-TRAINING_COUNTS = "training-counts.json"
-BOLT_CHECK = "bolt.json"
-ARCHIVE_RECORD, BUILD_INFO, PACKAGE_INFO = "archive.json", "build-info.json", "buildinfo.json"
-TESTS = "tests"         # the test phase's results, one folder per test set (pgo/testrun.py)
-PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 BUILD_TOKEN = "pgo-build-token"
 
 
@@ -76,7 +86,7 @@ ITEMS = (
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
-    Item("stage", ("stage",), ("test", "pgo package"), "the installed tree the packagers take"),
+    Item(STAGE, ("stage",), ("test", "pgo package"), "the installed tree the packagers take"),
     Item(BUILD_INFO, ("stage",), ("test", "pgo package"),
          "the staged build: its identity, build token and profile check, copied from the build that made it"),
     Item(TESTS, ("test",), ("pgo test-verdict",),

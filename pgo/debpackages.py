@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.bolt import bolted
-from pgo.package import RECIPES, changelog_line, describe, is_elf, run, wrapped
+from pgo.recipes import RECIPES, changelog_line, describe, is_elf, run, wrapped
 from pgo.runner import say
 from pgo.source import upstream_of
 

@@ -1,6 +1,6 @@
 """The lines the worker-side CLI prints for the Buildbot steps to read, each format beside its parser.
 
-A Buildbot step (steps/buildsteps.py) shows progress lines as its live summary and turns a
+A Buildbot step (buildmaster/buildsteps.py) shows progress lines as its live summary and turns a
 phase's result line into the build's summary. Keeping the printing and the reading of each
 line in this one module (and a test that feeds what the CLI prints to these parsers) means a
 reworded line cannot silently leave a summary blank.
@@ -54,10 +54,6 @@ def profile_check(figures):
             f"{figures['build_objects']} build objects have data; profile {figures['profile_id']}")
 
 
-PROFILE_CHECK = re.compile(r"^\[check\] \d+ \.gcda files, (?P<with>\d+) of (?P<objects>\d+) build objects "
-                           r"have data; profile (?P<id>\S+)$")
-
-
 def profile_quality(quality):
     """The check's line of what decides the gain (pgo/profile.py quality()), printed after the headline.
 
@@ -72,7 +68,8 @@ def profile_quality(quality):
     functions = (f"{quality['functions_run']} trained functions" if lto else
                  f"{quality['hot_functions']} of {quality['functions_run']} trained functions hot "
                  f"({quality['hot_share']:.0%})")
-    setup = f"; setup kept out: {quality['setup_share']:.0%} of counts" if quality.get("setup_share") is not None else ""
+    setup = (f"; setup kept out: {quality['setup_share']:.0%} of counts"
+             if quality.get("setup_share") is not None else "")
     return f"quality: {quality['runs']} runs; {largest}; {functions}{setup}"
 
 
@@ -84,26 +81,21 @@ def si(count):
     return str(count)
 
 
-PROFILE_QUALITY = re.compile(r"^\[check\] quality: (?P<runs>\d+) runs; (?:largest counter (?P<counter>\S+) in "
-                             r"(?P<object>\S+) \(hot from (?:(?P<threshold>\S+) = " + re.escape(SUM_MAX_RULE) +
-                             r"|(?P<lto>the " + re.escape(WORKING_SET_RULE) + r"))\)|no counters); "
-                             r"(?:(?P<hot>\d+) of )?(?P<ran>\d+) trained functions(?: hot \((?P<share>\d+%)\))?")
-
-
-def profile_check_result(line):
-    """The headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
-    match = PROFILE_CHECK.match(line)
-    if match:
-        return f"profile {match['id']}: {match['with']} of {match['objects']} objects trained;"
-    match = PROFILE_QUALITY.match(line)
-    if match:
-        where = (f", largest counter {match['counter']} in {match['object'].rsplit('/', 1)[-1]}"
-                 if match["object"] else "")
-        if match["share"] is None:     # LTO: the link decides what is hot
-            return f"hot from the {WORKING_SET_RULE}{where}, {match['ran']} trained functions, {match['runs']} runs;"
-        threshold = f" from {match['threshold']}" if match["threshold"] else ""
-        return f"{match['share']} of trained functions hot{threshold}{where}, {match['runs']} runs;"
-    return None
+def profile_check_summary(figures):
+    """The build's summary of its profile check, from the record the check wrote (profile-check.json):
+    the headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
+    headline = (f"profile {figures['profile_id']}: {figures['build_objects_with_profile']} of "
+                f"{figures['build_objects']} objects trained;")
+    quality = figures.get("quality")
+    if not quality:
+        return headline
+    top = quality["largest"][0] if quality["largest"] else None
+    where = f", largest counter {si(top['counter'])} in {top['object'].rsplit('/', 1)[-1]}" if top else ""
+    if quality["threshold_rule"] == WORKING_SET_RULE:     # LTO: the link decides what is hot
+        return (f"{headline} hot from the {WORKING_SET_RULE}{where}, {quality['functions_run']} trained functions, "
+                f"{quality['runs']} runs;")
+    threshold = f" from {si(top['hot_threshold'])}" if top else ""
+    return f"{headline} {quality['hot_share']:.0%} of trained functions hot{threshold}{where}, {quality['runs']} runs;"
 
 
 def profile_use(profile_id, verdict):
@@ -117,16 +109,11 @@ def profile_use(profile_id, verdict):
                                f"{verdict['functions_without_profile']} functions without profile")
 
 
-PROFILE_USE = re.compile(r"^\[optimized\] (?P<stale>stale )?profile \S+ used: (?P<coverage>\d+%) of (?P<hot>\d+) "
-                         r"hot objects \(in effect in (?P<effect>\d+), by their own records\); "
-                         r"(?P<missing>\d+) objects without profile, (?P<mismatch>\d+) coverage mismatches, "
-                         r"(?P<functions>\d+) functions without profile$")
-
-
-def profile_use_result(line):
-    match = PROFILE_USE.match(line)
-    return (f"{match['stale'] or ''}profile used by {match['coverage']} of {match['hot']} hot objects, "
-            f"{match['mismatch']} mismatches;") if match else None
+def profile_use_summary(verdict):
+    """The build's summary of the optimised build's verdict, from its record (profile-use.json)."""
+    stale = "stale " if verdict.get("stale") else ""
+    return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects, "
+            f"{verdict['coverage_mismatch']} mismatches;")
 
 
 def bolt_check(check):
@@ -141,15 +128,11 @@ def bolt_check(check):
                           f"functions laid out anew, {check['hot_text_bytes']} bytes of hot text{branches}")
 
 
-BOLT_CHECK = re.compile(r"^\[bolt\] (?P<binary>\S+) (?P<outcome>PASSED|FAILED): profile matched (?P<profiled>\d+) "
-                        r"of (?P<functions>\d+) functions, (?P<stale>\d+%) of samples stale; (?P<laid>\d+) functions "
-                        r"laid out anew, (?P<hot>\d+) bytes of hot text")
-
-
-def bolt_check_result(line):
-    match = BOLT_CHECK.match(line)
-    return (f"BOLT {match['outcome'].lower()}: {match['profiled']} of {match['functions']} functions profiled, "
-            f"{match['stale']} stale, {match['hot']} bytes of hot text;") if match else None
+def bolt_check_summary(check):
+    """The build's summary of BOLT's check, from its record (bolt.json)."""
+    return (f"BOLT {'passed' if check['passed'] else 'failed'}: {check['profiled_functions']} of "
+            f"{check['functions']} functions profiled, {check['stale_share']:.0%} stale, "
+            f"{check['hot_text_bytes']} bytes of hot text;")
 
 
 def bench_verdict(verdict):
@@ -168,21 +151,9 @@ def bench_verdict_result(line):
 
 
 def latest_version(version, how):
-    """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads this."""
+    """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads the
+    record `pgo latest --record` writes (pgo/protocol.py version_record) instead."""
     return tagged("version", f"latest is {version}: {how}")
-
-
-LATEST_VERSION = re.compile(r"^\[version\] latest is (?P<version>[0-9]+\.[0-9]+\.[0-9]+): (?P<how>.+)$")
-
-
-def latest_version_result(line):
-    match = LATEST_VERSION.match(line)
-    return f"version {match['version']} ({match['how']});" if match else None
-
-
-def latest_version_of(line):
-    match = LATEST_VERSION.match(line)
-    return match["version"] if match else None
 
 
 def test_result(results):
@@ -232,33 +203,9 @@ def test_verdict_result(line):
     return f"tests {match['set']} {match['outcome'].lower()}: {match['summary']};" if match else None
 
 
-# --- errors: why a step failed --------------------------------------------------------------
-
-def error(message, prog="pgo"):
-    """A command's failure in one line on stderr, the reason `./release` shows for a failed step."""
-    return f"{prog}: error: {message}"
-
-
-# `pgo: error:`, `pgo build: error:` (usage), `bench: error:`, `vm_images: error:`
-ERROR = re.compile(r"^[\w.]+(?: [\w-]+)*: error: (?P<message>.+)$")
-
-
-def error_reason(log_lines):
-    """The message of the last error line among log_lines, or None."""
-    for line in reversed(log_lines):
-        match = ERROR.match(line.strip())
-        if match:
-            return match["message"]
-    return None
-
-
 # Which result line each command's step reads.
 RESULT_PARSERS = {
-    "check": profile_check_result,
-    "optimized": profile_use_result,
-    "bolt": bolt_check_result,
     "benchmark": bench_verdict_result,
-    "version": latest_version_result,
     "test": test_result_result,
     "test-verdict": test_verdict_result,
 }

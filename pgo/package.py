@@ -13,36 +13,25 @@ packages a plain build of its configuration instead.
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
-import os
 import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
-import textwrap
 import time
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract
-from pgo.checksums import write_sha256sums
+from pgo import PipelineError, atomic, contract, debpackages
+from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import server_binary
+from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
 from pgo.runner import say
-from pgo.source import sha256_file
 from pgo.toolchain import built_with_lto
-from pgo.workdir import REPO, Workdir
+from pgo.workdir import Workdir
 
-RECIPES = REPO / "packaging"
 FORMATS = ("bintar", "rpm", "deb")
 BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
-ELF_MAGIC = b"\x7fELF"
-# After "+pgo" in the version of a build whose profile was trained on other source: '~' sorts it
-# before the same release's build with a fresh profile (dpkg, rpm).
-STALE_MARK = "~stale"
-# Last in the version of a build whose binary BOLT rewrote and checked (pgo/bolt.py): 10.11.19+pgo+bolt
-# sorts after 10.11.19+pgo (dpkg, rpm).
-BOLT_MARK = "+bolt"
 
 
 def register(subparsers):
@@ -56,8 +45,6 @@ def register(subparsers):
                          help="package a plain build (no profile) of the work directory's configuration, "
                          "built in its package-plain/: what a PGO build that failed its profile check may ship as")
     package.set_defaults(func=cmd_package)
-    from pgo import prove
-    prove.register(subparsers)
 
 
 def release_number(text):
@@ -139,18 +126,6 @@ def build_id(path):
     return match.group(1)
 
 
-def load_toml(path):
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PipelineError(f"cannot read recipe {path}: {e}") from e
-
-
-def recipe(fmt, build):
-    return load_toml(RECIPES / fmt / f"{build.info['product']}.toml")
-
-
 # --- publishing ---------------------------------------------------------------
 
 def cmd_package(args):
@@ -194,7 +169,7 @@ def publish(args):
 def write_buildinfo(build, fmt, folder, packages, identity):
     info = build.info
     state = build.workdir.state()["done"]
-    atomic.write_json(folder / "buildinfo.json", {
+    atomic.write_json(folder / contract.PACKAGE_INFO, {
         "product": info["product"],
         "format": fmt,
         "version": info["version"],
@@ -220,20 +195,6 @@ def write_buildinfo(build, fmt, folder, packages, identity):
     })
 
 
-def run(cmd, cwd=None, env=None):
-    """Run a packaging tool; its output only matters when it fails."""
-    cmd = [str(c) for c in cmd]
-    try:
-        done = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                              capture_output=True, text=True, errors="replace")
-    except OSError as e:
-        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
-        raise PipelineError(f"{' '.join(cmd[:3])} ... failed with status {done.returncode}:\n{tail}")
-    return done.stdout
-
-
 # --- the packaged binary is the checked one -----------------------------------
 
 def check_identity(build, fmt, packages):
@@ -256,11 +217,6 @@ def check_identity(build, fmt, packages):
     return {"name": build.binary_name, "build_tree_path": str(build.binary.relative_to(build.tree)),
             "build_id": build.build_id, "sha256_in_build_tree": sha256_file(build.binary),
             "variant": build.variant}
-
-
-def is_elf(path):
-    with open(path, "rb") as f:
-        return f.read(4) == ELF_MAGIC
 
 
 def extract_named(fmt, package, name, into):
@@ -380,12 +336,12 @@ def rebuild(build, fmt, cmake_extra):
     compile, no training), with the limits any reuse has; a plain build stays
     plain. It lives in the work directory's package-<format>/ and resumes there.
     """
-    from pgo import archive
+    from pgo import archive, reuse
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
         entry = archive.archived_entry(build.workdir, "packaged")
         manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
-        max_mismatch, min_coverage = archive.reuse_limits(manifest)
+        max_mismatch, min_coverage = reuse.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
     return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",
                         build.release)
@@ -420,17 +376,6 @@ def build_nested(root, settings, what, release):
     return load_build(nested.root, release)
 
 
-def describe(text, build):
-    bolted = " and laid out by BOLT from a profile of its server binary" if build.info.get("bolt") else ""
-    mark = (f"This build is optimised with GCC profile-guided optimisation ({profile_named(build)}){bolted}."
-            if build.label else "This is a plain build, without profile-guided optimisation.")
-    return f"{text.strip()}\n\n{mark}"
-
-
-def wrapped(text, width=79):
-    return "\n\n".join(textwrap.fill(" ".join(p.split()), width) for p in text.split("\n\n"))
-
-
 def write_rpm_changelog(build, spec, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     day = time.strftime("%a %b %d %Y")
@@ -439,26 +384,9 @@ def write_rpm_changelog(build, spec, path):
     return path
 
 
-def profile_named(build):
-    """'profile 1.0.0-abc', or for a stale one 'stale profile 1.0.0-abc, trained on 1.0.0 source 0123456789ab'."""
-    trained_on = build.info["check"].get("trained_on")
-    if not trained_on:
-        return f"profile {build.info['profile_id']}"
-    return (f"stale profile {build.info['profile_id']}, trained on {trained_on['version']} source "
-            f"{trained_on['source_checksum'][:12]}")
-
-
-def changelog_line(build):
-    what = (profile_named(build) + (", BOLTed" if build.info.get("bolt") else "")) if build.label \
-        else "no profile (plain build)"
-    return (f"Built from {build.info['source']['origin']} with {build.info['compiler']['banner']}, "
-            f"configuration {build.info['config']}, {what}.")
-
-
 # --- deb: binary packages assembled from the staged tree ----------------------
 
 def make_deb(build, folder, scratch):
-    from pgo import debpackages
     return build, debpackages.make(build, recipe("deb", build), folder, scratch)
 
 

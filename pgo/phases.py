@@ -2,24 +2,25 @@
 
 Each phase has a name, a one-line title, a function that does the work, and the
 work-directory paths it reads and writes (pgo/contract.py names them). The CLI
-(`pgo build`, `pgo phase`), the Buildbot factory (steps/factories.py) and the
+(`pgo build`, `pgo phase`), the Buildbot factory (buildmaster/factories.py) and the
 tests all run these same definitions; a phase never knows which of them runs it.
 """
 
 import os
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable
 
-from pgo import PipelineError, archive, bolt, contract, lines, profile, proof, source, testrun
+from pgo import REPO, PipelineError, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
+from pgo.checksums import sha256_file
 from pgo.config import build_config, server_binary
+from pgo.protocol import DEFAULT_TEST_SET
 from pgo.runner import PhaseLog, say
-from pgo.source import sha256_file
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
-from pgo.workdir import REPO, read_json
+from pgo.workdir import read_json
 
 
 @dataclass(frozen=True)
@@ -375,8 +376,8 @@ PHASES = {p.name: p for p in (
     Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
           build_optimized),
     Phase("bolt", "BOLT the server binary from a profile of it, check BOLT's report", bolt_binary),
-    Phase("archive", "store the profile in the profile archive, with its manifest", archive.archive_phase),
-    Phase("import", "take the profile from the archive, check it fits this build", archive.import_profile),
+    Phase("archive", "store the profile in the profile archive, with its manifest", reuse.archive_phase),
+    Phase("import", "take the profile from the archive, check it fits this build", reuse.import_profile),
     Phase("plain", "configure + build without a profile (the baseline)", build_plain),
     Phase("stage", "install the build into the staging tree for the packagers", stage),
     Phase("test", "run the product's own test suite (mtr) on the staged build", run_tests),
@@ -395,7 +396,7 @@ def pipeline_name(settings):
     return "reuse" if settings.profile_from else settings.pgo
 
 
-def runs(phase, config, tests="release"):
+def runs(phase, config, tests=DEFAULT_TEST_SET):
     """Whether a build runs a phase of its pipeline: the tests unless they are off, BOLT only for a
     configuration with `bolt = true`."""
     return (phase != "test" or tests != "off") and (phase != "bolt" or config.bolt)

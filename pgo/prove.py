@@ -25,10 +25,11 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pgo import PipelineError, source, testrun
+from pgo import PipelineError, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
-from pgo.package import BOLT_MARK, RECIPES, STALE_MARK, load_toml
+from pgo.protocol import PACKAGE_INFO
+from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
 
@@ -67,7 +68,7 @@ READS = {"product": str, "format": str, "version": str, "package_version": str, 
 
 def load_buildinfo(folder):
     """A published folder's buildinfo.json, once its checksums match, with every field the proof reads."""
-    path = folder / "buildinfo.json"
+    path = folder / PACKAGE_INFO
     if not path.is_file():
         raise PipelineError(f"{folder} has no buildinfo.json: it is not a folder `pgo package` published")
     check_checksums(folder)
@@ -155,10 +156,7 @@ def some(folder, pattern):
 
 def run(cmd, cwd=None, show=False, merged=False):
     cmd = [str(c) for c in cmd]
-    try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace")
-    except OSError as e:
-        raise PipelineError(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
+    done = process.run(cmd, cwd=cwd)
     output = done.stdout + done.stderr
     if show:
         for line in output.rstrip().splitlines():

@@ -31,12 +31,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError, atomic
+from pgo import PipelineError, atomic, process
+from pgo.checksums import sha256_file
 from pgo.runner import say
+from pgo.versions import LATEST, VERSION_RE, validate_version, version_key, version_line
 
 # ASCII digits, the whole string: `\d` takes any script's digits and `$` a trailing newline.
-VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
-LATEST = "latest"
 APT_SOURCES = Path("/etc/apt/sources.list.d")
 OS_RELEASE = Path("/etc/os-release")
 
@@ -46,26 +46,6 @@ class Source:
     kind: str        # debian | tarball | directory | git
     origin: str      # what the user named: package=version, path, or URL@ref
     checksum: str    # sha256 of the tarball, of the tree, or the git commit
-
-
-def validate_version(version):
-    if not VERSION_RE.fullmatch(version or ""):
-        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.19")
-    return version
-
-
-def validate_request(version):
-    """A version to build: MAJOR.MINOR.PATCH, or 'latest' (resolve_version() says which)."""
-    return version if version == LATEST else validate_version(version)
-
-
-def version_key(version):
-    return tuple(int(part) for part in version.split("."))
-
-
-def version_line(version):
-    """'10.11.19' -> '10.11': the product line a version belongs to."""
-    return ".".join(version.split(".")[:2])
 
 
 def kind_of(spec):
@@ -79,14 +59,6 @@ def kind_of(spec):
     if path.is_file():
         return "tarball"
     raise PipelineError(f"source '{spec}' is neither 'debian', a git URL, nor an existing tarball or directory")
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sha256_tree(root):
@@ -431,9 +403,8 @@ def replace_tree(tree, source, version, fill):
     if tree.exists():
         tree.rename(old)
     filling.rename(tree)
-    marker = marker_of(tree).with_suffix(".tmp")
-    marker.write_text(json.dumps({"checksum": source.checksum, "origin": source.origin, "version": version}) + "\n")
-    marker.replace(marker_of(tree))
+    atomic.write(marker_of(tree), (json.dumps({"checksum": source.checksum, "origin": source.origin,
+                                               "version": version}) + "\n").encode())
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -637,6 +608,6 @@ def _run(cmd, cwd=None, log=None):
     if log:
         log.run(cmd, cwd=cwd)
         return
-    result = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    result = process.run(cmd, cwd=cwd)
     if result.returncode != 0:
         raise PipelineError(f"'{' '.join(map(str, cmd))}' failed: {result.stderr.strip()[-500:]}")

@@ -29,11 +29,12 @@ from pathlib import Path
 from pgo import PipelineError, contract, lines
 from pgo.atomic import write_json
 from pgo.config import TESTS_DIR, TestSet, TestSuite
+from pgo.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
 from pgo.runner import CommandTimedOut
 from pgo.workdir import read_json
 
 TEST_USER = "pgo-test"
-RESULTS, JUNIT, SKIP_LIST, VERDICT = "results.json", "junit.xml", "skip.list", "verdict.json"
+RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
 # mtr's line for each finished test: `main.alias 'innodb'  w1 [ pass ]  12`.
 OUTCOME = re.compile(r"^(?P<test>[\w.#/-]+)\s.*?\[ (?P<outcome>pass|fail|skipped|disabled|retry-pass) \]")
 # The lines of a failure that say why, first match wins (mysqltest's and the runner's own).

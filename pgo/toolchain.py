@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 
 from pgo import PipelineError
-from pgo.source import sha256_file
+from pgo.checksums import sha256_file
 
 VARIANTS = ("instrumented", "optimized", "plain")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.atomic import write_json
+from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, SETTINGS, STAGE, STATE
 
-REPO = Path(__file__).resolve().parent.parent
 # Characters a build's paths cannot hold (CMake 3.25, Ninja 1.11): CMake writes the work directory's
 # paths into the compile commands the shell runs, and into its own lists (';'), unquoted; each of
 # these broke a fixture build, in CMake's compiler checks, in Ninja, or in the compiled-in profile
@@ -30,12 +30,12 @@ class Settings:
     cxx: str = "g++"
     profile_dir: str | None = None
     cache: str | None = None
-    max_mismatch: int = 0
-    min_hot_coverage: float = 0.3
+    max_mismatch: int = MAX_MISMATCH
+    min_hot_coverage: float = MIN_HOT_COVERAGE
     archive: str | None = None        # profile archive root (pgo/archive.py)
     archive_kind: str = "release"     # release (kept) or nightly (pruned)
     profile_from: str | None = None   # archive entry reused instead of training
-    tests: str = "release"            # the test set the test phase runs (configs.toml), or "off"
+    tests: str = DEFAULT_TEST_SET     # the test set the test phase runs (configs.toml), or "off"
     # CMake options a package format's own build adds (MariaDB's -DRPM=<target>):
     # they choose the install layout, not the code, so the configuration's profile
     # still applies, and the optimised phase checks that it did.
@@ -48,12 +48,12 @@ class Workdir:
 
     # layout
     src = property(lambda self: self.root / "src")
-    stage = property(lambda self: self.root / "stage")
+    stage = property(lambda self: self.root / STAGE)
     logs = property(lambda self: self.root / "logs")
     train = property(lambda self: self.root / "train")
     bolt = property(lambda self: self.root / "bolt")
-    settings_file = property(lambda self: self.root / "settings.json")
-    state_file = property(lambda self: self.root / "state.json")
+    settings_file = property(lambda self: self.root / SETTINGS)
+    state_file = property(lambda self: self.root / STATE)
 
     def build(self, variant):
         """The build tree of a variant. The instrumented and the optimised build share one path:

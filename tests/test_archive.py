@@ -351,7 +351,8 @@ def test_file_size_limit_while_archiving_stores_nothing(trained, archive_copy, t
     ok(build(tmp_path / "newer", tmp_path / "elsewhere", version="1.0.1", source=newer))
     kept = snapshot(archive_copy)
     # Above the size of gcov-tool's rewritten .gcda files (~200 bytes), below the archive's (~1200).
-    one_line_error(store(tmp_path / "newer", archive_copy, limit_file_size=1000), "File too large", "nothing was stored")
+    one_line_error(store(tmp_path / "newer", archive_copy, limit_file_size=1000),
+                   "File too large", "nothing was stored")
     assert snapshot(archive_copy) == kept and not hidden_leftovers(archive_copy)
 
 
@@ -582,7 +583,8 @@ def interrupted(plan, *args, archive_root, wait=True):
 
 def listed(root):
     """{entry name: kind} as `pgo archive list` tells them; it must succeed."""
-    return {row["name"]: row["kind"] for row in json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)}
+    rows = json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)
+    return {row["name"]: row["kind"] for row in rows}
 
 
 @pytest.fixture(scope="module")

@@ -144,7 +144,8 @@ def test_a_stored_policy_that_does_not_exist_is_a_usage_error(tmp_path):
     stored = tmp_path / "result.json"
     stored.write_text(json.dumps(result))
     run = bench("--from-result", stored, "--out", tmp_path / "out")
-    assert run.returncode == 2 and run.stderr.strip() == "bench: error: unknown gate policy 'lenient' (known: canary, release)"
+    assert run.returncode == 2
+    assert run.stderr.strip() == "bench: error: unknown gate policy 'lenient' (known: canary, release)"
 
 
 def test_missing_build_is_a_usage_error(tmp_path):

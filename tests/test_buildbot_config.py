@@ -15,13 +15,13 @@ from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
 from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
 
+from buildmaster.config import buildmaster_config
+from buildmaster.preflight import refusal, resolve
+from buildmaster.schedulers import VersionParameter, release_form_properties
+from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
+from buildmaster.workers import current_image, domain_xml
 from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
-from steps.config import buildmaster_config
-from steps.preflight import refusal, resolve
-from steps.schedulers import VersionParameter, release_form_properties
-from steps.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
-from steps.workers import current_image, domain_xml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,7 +99,8 @@ def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
         for config, profile, runs in (("fixture-lto-bolt", "train", True), ("minimal-lto-bolt", "latest", True),
                                       ("fixture-lto", "train", False), ("minimal-lto", "train", False)):
             properties = {"config": config, "profile": profile}
-            build = SimpleNamespace(getProperty=lambda name, default=None: properties.get(name, default))
+            build = SimpleNamespace(getProperty=lambda name, default=None, properties=properties:
+                                    properties.get(name, default))
             assert step.kwargs["doStepIf"](build) is runs, (builder, config)
 
 
@@ -186,7 +187,7 @@ def test_bad_settings_are_refused(tmp_path, text, message):
      ["--policy", "release", "--min-speedup", "1.02", "--inconclusive", "block"]),
 ])
 def test_the_benchmark_gates_by_the_release_policy_and_the_settings_overrides(tmp_path, text, gate):
-    from steps.factories import release_factory
+    from buildmaster.factories import release_factory
 
     settings_file = tmp_path / "settings.toml"
     settings_file.write_text(text)

@@ -1,6 +1,6 @@
 """A real Buildbot master and worker on localhost release the fixture project end to end.
 
-Started the way `./release up` starts them (steps/local.py), in a temporary
+Started the way `./release up` starts them (launcher/local.py), in a temporary
 runtime folder with free ports and SQLite; driven through the REST API.
 """
 
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from buildbot.process.results import FAILURE, WARNINGS
 
-from steps import local
+from buildmaster.publish import STAGING
+from buildmaster.settings import SETTINGS_ENV
+from launcher import local
 from pgo.checksums import verify_sha256sums
 from pgo.toolchain import detect
-from steps.publish import STAGING
-from steps.settings import SETTINGS_ENV
 
 FORMATS = ["bintar", "deb", "rpm"]
 BUILD_TIMEOUT = 120

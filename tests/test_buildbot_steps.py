@@ -1,28 +1,37 @@
 """The custom build steps, run by Buildbot's own step-testing harness (fake worker, fake master)."""
 
 import hashlib
+import json
 import shutil
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from buildbot.process.results import FAILURE, RETRY, SKIPPED, SUCCESS
+from buildbot.process import remotetransfer
+from buildbot.process.results import FAILURE, RETRY, SKIPPED, SUCCESS, WARNINGS
 from buildbot.test import fakedb
 from buildbot.test.reactor import TestReactorMixin
-from buildbot.test.steps import ExpectShell, TestBuildStepMixin
+from buildbot.test.steps import ExpectRemoteRef, ExpectShell, ExpectUploadFile, TestBuildStepMixin
 from twisted.trial import unittest
 
-from pgo import lines
+from buildmaster import factories
+from buildmaster.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
+from pgo import lines, protocol
 from pgo.checksums import verify_sha256sums
-from steps import factories
-from steps.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
 
 COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
+# What a factory's pgo step gives the command: which build runs it (pgo/protocol.py).
+BUILD = {"buildername": "release-local", "buildnumber": 7}
+PGO_ENV = {"PYTHONUNBUFFERED": "1", "PGO_BUILDER": "release-local", "PGO_BUILD_NUMBER": "7"}
 CHECK_OUTPUT = ("== phase 4 of 7: check: check the profile reached the hot objects\n"
-                "[check] 2 .gcda files, 2 of 2 build objects have data; profile 1.0.0-9934e693eb55\n"
-                "[check]   CMakeFiles/hot.dir: 1 of 1 objects (100%)\n"
-                "[check] quality: 1 runs; largest counter 1.4M in CMakeFiles/hot.dir/src/hot.c "
-                "(hot from 144 = sum_max/10000); 2 of 2 trained functions hot (100%); setup kept out: 0% of counts\n")
+                "[check] 2 .gcda files, 2 of 2 build objects have data; profile 1.0.0-9934e693eb55\n")
+# The parts of profile-check.json the build's summary reads.
+CHECK_RECORD = {"profile_id": "1.0.0-9934e693eb55", "gcda_files": 2, "build_objects": 2,
+                "build_objects_with_profile": 2,
+                "quality": {"runs": 1, "threshold_rule": "sum_max/10000", "functions_run": 2, "hot_functions": 2,
+                            "hot_share": 1.0, "setup_share": 0.0,
+                            "largest": [{"object": "CMakeFiles/hot.dir/src/hot.c", "counter": 1_400_000,
+                                         "hot_threshold": 144}]}}
 OPTIMIZED_OUTPUT = ("[optimized] compile 4/4\n[optimized] profile 1.0.0-9934e693eb55 used: 97% of 120 hot "
                     "objects (in effect in 120, by their own records); 3 objects without profile, 0 coverage "
                     "mismatches, 0 functions without profile\n")
@@ -88,11 +97,26 @@ class PgoCommandTest(StepTest):
         step.set_step_arg("command", COMMAND)
         return step
 
+    def setup_phase_step(self, name):
+        self.setup_step(self.phase_step(name))
+        for prop, value in BUILD.items():
+            self.build.setProperty(prop, value, "build")
+
+    def phase_shell(self):
+        return ExpectShell(workdir="repo", command=COMMAND, env=PGO_ENV, log_environ=False,
+                           timeout=factories.SILENCE_TIMEOUT, max_time=factories.MAX_STEP_TIME)
+
+    def check_record(self, record, name=protocol.PROFILE_CHECK):
+        """A phase's record, as the step fetches it from the work directory on the worker."""
+        upload = ExpectUploadFile(workersrc=f"w/{name}", workdir="repo", blocksize=32 * 1024,
+                                  maxsize=None, writer=ExpectRemoteRef(remotetransfer.StringFileWriter))
+        return upload.upload_string(record).exit(0)
+
     def test_profile_check_figures_become_the_build_summary(self):
-        self.setup_step(self.phase_step("check"))
-        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
-                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
-                                         max_time=factories.MAX_STEP_TIME).stdout(CHECK_OUTPUT).exit(0))
+        """Read from the record the check wrote (profile-check.json), not from what it printed."""
+        self.setup_phase_step("check")
+        self.expect_commands(self.phase_shell().stdout(CHECK_OUTPUT).exit(0),
+                             self.check_record(json.dumps(CHECK_RECORD)))
         summary = ("profile 1.0.0-9934e693eb55: 2 of 2 objects trained; 100% of trained functions hot "
                    "from 144, largest counter 1.4M in hot.c, 1 runs;")
         self.expect_outcome(result=SUCCESS, state_string=f"check: {summary}")
@@ -101,21 +125,40 @@ class PgoCommandTest(StepTest):
         d.addCallback(lambda s: self.assertEqual(s["build"], summary))
         return d
 
+    def test_a_profile_check_without_its_record_says_so(self):
+        self.setup_phase_step("check")
+        self.expect_commands(self.phase_shell().stdout(CHECK_OUTPUT).exit(0), self.check_record("[check] 2 .gcda"))
+        self.expect_outcome(result=WARNINGS, state_string=f"check (warnings): w/{protocol.PROFILE_CHECK} is not "
+                                                          "JSON: Expecting value: line 1 column 2 (char 1)")
+        return self.run_step()
+
+    def test_the_lto_check_names_the_rule_the_link_decides_hotness_by(self):
+        lto = {**CHECK_RECORD, "quality": {**CHECK_RECORD["quality"], "threshold_rule": "LTO working set",
+                                           "hot_functions": None, "hot_share": None}}
+        lto["quality"]["largest"] = [{**lto["quality"]["largest"][0], "hot_threshold": None}]
+        self.setup_phase_step("check")
+        self.expect_commands(self.phase_shell().stdout(CHECK_OUTPUT).exit(0), self.check_record(json.dumps(lto)))
+        self.expect_outcome(result=SUCCESS, state_string="check: profile 1.0.0-9934e693eb55: 2 of 2 objects trained; "
+                                                         "hot from the LTO working set, largest counter 1.4M in hot.c, "
+                                                         "2 trained functions, 1 runs;")
+        return self.run_step()
+
     def test_profile_use_becomes_the_build_summary(self):
-        self.setup_step(self.phase_step("optimized"))
-        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
-                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
-                                         max_time=factories.MAX_STEP_TIME).stdout(OPTIMIZED_OUTPUT).exit(0))
+        self.setup_phase_step("optimized")
+        use = {"hot_coverage": 0.97, "hot_objects": 120, "coverage_mismatch": 0, "stale": False}
+        self.expect_commands(self.phase_shell().stdout(OPTIMIZED_OUTPUT).exit(0),
+                             self.check_record(json.dumps(use), protocol.PROFILE_USE))
         self.expect_outcome(result=SUCCESS,
                             state_string="optimized: profile used by 97% of 120 hot objects, 0 mismatches;")
         return self.run_step()
 
     def test_bolts_training_is_its_progress_and_its_check_the_build_summary(self):
-        self.setup_step(self.phase_step("bolt"))
+        self.setup_phase_step("bolt")
         self.build.setProperty("config", "minimal-lto-bolt", "test")
-        self.expect_commands(ExpectShell(workdir="repo", command=COMMAND, env={"PYTHONUNBUFFERED": "1"},
-                                         log_environ=False, timeout=factories.SILENCE_TIMEOUT,
-                                         max_time=factories.MAX_STEP_TIME).stdout(BOLT_OUTPUT).exit(0))
+        check = {"passed": True, "profiled_functions": 5712, "functions": 48213, "stale_share": 0.0,
+                 "hot_text_bytes": 2871424}
+        self.expect_commands(self.phase_shell().stdout(BOLT_OUTPUT).exit(0),
+                             self.check_record(json.dumps(check), protocol.BOLT_CHECK))
         self.expect_outcome(result=SUCCESS, state_string="bolt: BOLT passed: 5712 of 48213 functions profiled, "
                                                          "0% stale, 2871424 bytes of hot text;")
         return self.run_step()
@@ -144,22 +187,38 @@ class PgoCommandTest(StepTest):
 
 
 class VersionStepTest(StepTest):
-    LATEST = ["python3", "-m", "pgo", "latest", "--config", "minimal", "--source", "debian"]
+    RECORD = f"/b/{protocol.VERSION_RECORD}"
+    LATEST = ["python3", "-m", "pgo", "latest", "--config", "minimal", "--source", "debian", "--record", RECORD]
 
     def version_step(self, version):
         self.setup_step(factories.version_step(SimpleNamespace(repo_on_worker="repo")))
-        for name, value in {"version": version, "config": "minimal", "source": "debian"}.items():
+        for name, value in {"version": version, "config": "minimal", "source": "debian", "builddir": "/b",
+                            **BUILD}.items():
             self.build.setProperty(name, value, "release form")
 
+    def record(self, text):
+        return ExpectUploadFile(workersrc=self.RECORD, workdir="repo", blocksize=32 * 1024, maxsize=None,
+                                writer=ExpectRemoteRef(remotetransfer.StringFileWriter)).upload_string(text).exit(0)
+
     def test_latest_becomes_the_version_the_build_goes_on_with(self):
+        """Read from the record `pgo latest --record` wrote, not from what it printed."""
+        how = "the newest mariadb 10.11 in Debian's archive: 1:10.11.19-0+deb12u1"
         self.version_step("latest")
-        self.expect_commands(ExpectShell(workdir="repo", command=self.LATEST, env={"PYTHONUNBUFFERED": "1"},
-                                         log_environ=False).stdout(
-            "[version] latest is 10.11.19: the newest mariadb 10.11 in Debian's archive: 1:10.11.19-0+deb12u1\n")
-            .exit(0))
-        self.expect_outcome(result=SUCCESS, state_string="version: version 10.11.19 (the newest mariadb 10.11 in "
-                                                         "Debian's archive: 1:10.11.19-0+deb12u1);")
+        self.expect_commands(
+            ExpectShell(workdir="repo", command=self.LATEST, env=PGO_ENV, log_environ=False)
+            .stdout(f"[version] latest is 10.11.19: {how}\n").exit(0),
+            self.record(json.dumps(protocol.version_record("10.11.19", how))))
+        self.expect_outcome(result=SUCCESS, state_string=f"version: version 10.11.19 ({how});")
         self.expect_property("version", "10.11.19")
+        return self.run_step()
+
+    def test_latest_without_its_record_keeps_the_version_unresolved(self):
+        self.version_step("latest")
+        self.expect_commands(
+            ExpectShell(workdir="repo", command=self.LATEST, env=PGO_ENV, log_environ=False).exit(0),
+            self.record("[]"))
+        self.expect_outcome(result=WARNINGS, state_string=f"version (warnings): {self.RECORD} holds no JSON object")
+        self.expect_property("version", "latest")
         return self.run_step()
 
     def test_a_version_the_master_resolved_is_kept(self):

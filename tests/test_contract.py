@@ -17,7 +17,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import FIXTURE, REPO, refused, run_pgo
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
@@ -161,11 +160,13 @@ def test_a_reused_profile_is_archived_and_promoted_only_after_its_optimised_buil
     reuse, published = tmp_path / "reuse", tmp_path / "release-profile"
     reusing = [*BUILD[:-1], changed, "--workdir", reuse, "--profile-from", name]
     assert pgo(*reusing, "--phase", "source", "--phase", "import").returncode == 0
-    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+    for command, use in ((["archive", "store", "--archive", published], "archived"),
+                         (["archive", "promote"], "promoted")):
         refused(pgo(*command, "--workdir", reuse), "phase optimized", "has not succeeded",
                 f"its profile is not proven, so it is not {use}")
     refused(pgo(*reusing), "coverage-mismatch warnings")
-    for command, use in ((["archive", "store", "--archive", published], "archived"), (["archive", "promote"], "promoted")):
+    for command, use in ((["archive", "store", "--archive", published], "archived"),
+                         (["archive", "promote"], "promoted")):
         refused(pgo(*command, "--workdir", reuse), "phase optimized", f"so it is not {use}")
     assert not published.exists() and kinds(pgo) == {name: "pending"}
     # The same profile on its own source: the optimised build passes, and its entry is the release's.

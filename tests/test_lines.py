@@ -1,4 +1,5 @@
-"""The lines the CLI prints, read by the parsers the Buildbot steps use (pgo/lines.py).
+"""The lines the CLI prints, read by the parsers the Buildbot steps use (pgo/lines.py), and the
+records the steps read instead where the CLI writes one (pgo/protocol.py).
 
 The lines come from real runs: a PGO build of the fixture project and a re-judged benchmark
 result; a line the CLI stops printing, or prints differently, fails here before a build
@@ -10,9 +11,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, REPO, run_pgo
-from pgo import lines
+
+from pgo import lines, protocol
+from pgo.errors import error_reason
 
 RESULT = REPO / "tests" / "data" / "bench" / "result.json"
 
@@ -37,27 +39,26 @@ def test_compile_progress_of_both_builds(build_output):
     assert "[instrumented] compile 4/4" in output and "[optimized] compile 4/4" in output
 
 
-def test_profile_check_line_becomes_its_summary(build_output):
-    workdir, output = build_output
-    check = json.loads((workdir / "profile-check.json").read_text())
+def test_profile_check_record_becomes_its_summary(build_output):
+    workdir, _ = build_output
+    check = json.loads((workdir / protocol.PROFILE_CHECK).read_text())
     largest = check["quality"]["largest"][0]
-    assert read(lines.RESULT_PARSERS["check"], output) == [
-        f"profile {check['profile_id']}: 2 of 2 objects trained;",
+    assert lines.profile_check_summary(check) == (
+        f"profile {check['profile_id']}: 2 of 2 objects trained; "
         f"100% of trained functions hot from {lines.si(largest['hot_threshold'])}, largest counter "
-        f"{lines.si(largest['counter'])} in {largest['object'].rsplit('/', 1)[-1]}, 1 runs;"]
+        f"{lines.si(largest['counter'])} in {largest['object'].rsplit('/', 1)[-1]}, 1 runs;")
 
 
-def test_profile_use_line_becomes_its_summary(build_output):
-    workdir, output = build_output
-    use = json.loads((workdir / "profile-use.json").read_text())
-    assert read(lines.RESULT_PARSERS["optimized"], output) == [
-        f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"]
+def test_profile_use_record_becomes_its_summary(build_output):
+    workdir, _ = build_output
+    use = json.loads((workdir / protocol.PROFILE_USE).read_text())
+    assert lines.profile_use_summary(use) == f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"
 
 
 def test_only_the_result_lines_are_read(build_output):
     _, output = build_output
     results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
-    assert [line.split("]")[0] for line in results] == ["[check", "[check", "[optimized", "[test"]
+    assert [line.split("]")[0] for line in results] == ["[test"]
 
 
 def test_test_run_lines_become_progress_and_summary(build_output):
@@ -68,7 +69,8 @@ def test_test_run_lines_become_progress_and_summary(build_output):
     assert summary == [f"fixture tests release: 2 passed, 0 failed, 1 skipped, {results['seconds'] / 60:.1f} min;"]
     assert lines.failed_tests(summary[0]) == 0
     assert lines.failed_tests("fixture tests release: 1 passed, 3 failed, 0 skipped, 0.1 min;") == 3
-    assert lines.failed_tests("profile used by 100% of 2 hot objects, 0 mismatches;") == 0
+    use = {"hot_coverage": 1, "hot_objects": 2, "coverage_mismatch": 0}
+    assert lines.failed_tests(lines.profile_use_summary(use)) == 0
 
 
 def test_test_verdict_line_becomes_its_summary(build_output):
@@ -89,12 +91,13 @@ def test_benchmark_verdict_becomes_its_summary(tmp_path, args, outcome):
     assert read(lines.progress, run.stdout.splitlines()) == []
 
 
-def test_latest_version_line_names_the_version_the_build_goes_on_with():
-    output = run_pgo("latest", "--config", "fixture", "--source", "tests/fixture").stdout.splitlines()
+def test_latest_version_record_names_the_version_the_build_goes_on_with(tmp_path):
+    record = tmp_path / protocol.VERSION_RECORD
+    output = run_pgo("latest", "--config", "fixture", "--source", "tests/fixture",
+                     "--record", record).stdout.splitlines()
     assert output == ["[version] latest is 1.0.0: the version of tests/fixture"]
-    assert read(lines.RESULT_PARSERS["version"], output) == ["version 1.0.0 (the version of tests/fixture);"]
-    assert [lines.latest_version_of(line) for line in output] == ["1.0.0"]
-    assert lines.latest_version_of("[version] latest is soon: never") is None
+    assert protocol.read_record(record.read_text(), record.name) == {"version": "1.0.0",
+                                                                     "how": "the version of tests/fixture"}
 
 
 def test_benchmark_pair_is_progress():
@@ -114,8 +117,8 @@ def test_benchmark_pair_is_progress():
 def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason):
     failed = run_pgo("build", "--config", "fixture", "--workdir", tmp_path / "w", *args, check=False)
     assert failed.returncode != 0
-    assert lines.error_reason((failed.stdout + failed.stderr).splitlines()) == reason
-    assert lines.error_reason(failed.stdout.splitlines()) is None
+    assert error_reason((failed.stdout + failed.stderr).splitlines()) == reason
+    assert error_reason(failed.stdout.splitlines()) is None
 
 
 def test_training_passes_are_progress():

@@ -7,8 +7,8 @@ import subprocess
 import tarfile
 
 import pytest
-
 from conftest import FIXTURE, run_pgo
+
 from pgo import lines
 from pgo.config import build_config
 from pgo.toolchain import fingerprint
@@ -91,14 +91,14 @@ def test_an_lto_profile_is_never_taken_for_a_build_without_lto(lto_build, tmp_pa
 
 
 def test_the_check_names_the_rule_the_link_decides_hotness_by(lto_build):
-    workdir, out = lto_build
+    workdir, _ = lto_build
     quality = json.loads((workdir / "profile-check.json").read_text())["quality"]
     assert quality["threshold_rule"] == "LTO working set"
     assert quality["hot_functions"] is None and quality["largest"][0]["hot_threshold"] is None
     assert quality["functions_run"] == 2 and quality["runs"] == 1
-    summaries = [s for s in map(lines.RESULT_PARSERS["check"], out.splitlines()) if s]
-    assert summaries[1].startswith("hot from the LTO working set, largest counter ")
-    assert summaries[1].endswith(", 2 trained functions, 1 runs;")
+    summary = lines.profile_check_summary(json.loads((workdir / "profile-check.json").read_text()))
+    assert "; hot from the LTO working set, largest counter " in summary
+    assert summary.endswith(", 2 trained functions, 1 runs;")
     # The notes are written at compile time, with LTO too: the training counts name what ran.
     counts = json.loads((workdir / "training-counts.json").read_text())
     assert list(counts["functions"]) == ["hot_digest", "main"] and counts["unread"] == 0

@@ -11,8 +11,8 @@ import subprocess
 import tarfile
 
 import pytest
-
 from conftest import FIXTURE, run_pgo
+
 from pgo import source
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
@@ -95,7 +95,8 @@ def test_bintar_holds_the_checked_binary_under_mariadbs_naming(builds, published
 
 
 def test_rpm_metadata_and_contents(published):
-    rpm = lambda part: published["pgo", "rpm"] / f"fixture-{part}-1.0.0+pgo-1.{'x86_64' if part == 'server' else 'noarch'}.rpm"
+    rpm = lambda part: (published["pgo", "rpm"]
+                        / f"fixture-{part}-1.0.0+pgo-1.{'x86_64' if part == 'server' else 'noarch'}.rpm")
     query = lambda part, *args: subprocess.run(["rpm", "-qp", *args, rpm(part)], capture_output=True,
                                                text=True, check=True).stdout
     assert query("server", "--qf", "%{NAME} %{VERSION} %{RELEASE}") == "fixture-server 1.0.0+pgo 1"
@@ -165,7 +166,7 @@ NEXT_UPSTREAM = {"10.11.18": "1:10.11.19-0+deb12u1", "10.11.19": "1:10.11.20-0+d
 @pytest.mark.parametrize("theirs", DEBIAN + source.debian_versions("mariadb"))
 def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
     from pgo.debpackages import deb_version
-    from pgo.package import RECIPES, load_toml
+    from pgo.recipes import RECIPES, load_toml
     recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
     release = source.release_of(theirs)
     # Built from another source (a tarball, git), the upstream part is the release itself: above
@@ -195,7 +196,7 @@ DEBIAN_ADDITIONS = {
 def test_the_mariadb_deb_recipe_ships_the_configuration_files_of_either_line(line, tmp_path):
     """Every file of debian/additions goes into a package (Galera's: WSREP is off), none is missing."""
     from pgo.debpackages import install_rule
-    from pgo.package import RECIPES, load_toml
+    from pgo.recipes import RECIPES, load_toml
     recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
     additions = tmp_path / "src" / "debian" / "additions"
     for name in DEBIAN_ADDITIONS[line]:

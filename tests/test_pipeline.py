@@ -7,7 +7,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import FIXTURE
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from mariadb_private import BASEDIR, PrivateServer, missing_prerequisites, short_tempdir
+
 from pgo import lines
 from pgo.runner import PhaseLog
 
@@ -145,7 +145,7 @@ def test_steady_state_runs_its_transactions_on_two_long_lived_connections(profil
     assert prepared > 400
     assert data["total_statements"] == data["steady"]["statements"] + sum(c["statements"] for c in data["cells"])
     assert "steady state: 400 of 400 transactions" in done.stdout
-    assert re.search(r"^steady state\s+%d$" % data["steady"]["statements"], done.stdout, re.M)
+    assert re.search(rf"^steady state\s+{data['steady']['statements']}$", done.stdout, re.M)
     # Deterministic, and the tables are gone afterwards.
     assert steady(1)[1]["steady"]["digest"] == data["steady"]["digest"] != steady(2)[1]["steady"]["digest"]
     assert server.rows("SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'steady%'")[0][0] == "0"

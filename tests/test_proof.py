@@ -12,8 +12,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import FIXTURE, refused, run_pgo
+
 from pgo import lines
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
@@ -258,7 +258,7 @@ def test_a_stale_profile_that_lost_a_hot_function_is_counted_and_marked(tmp_path
     assert use["stale"] is True and use["trained_on"] == {"version": "1.0.0", "source_checksum": trained}
     [line] = [line for line in result.stdout.splitlines() if line.startswith("[optimized] stale profile")]
     assert line.startswith(f"[optimized] stale profile {use['profile_id']} used: 50% of 2 hot objects")
-    assert lines.profile_use_result(line) == "stale profile used by 50% of 2 hot objects, 1 mismatches;"
+    assert lines.profile_use_summary(use) == "stale profile used by 50% of 2 hot objects, 1 mismatches;"
     comment = subprocess.run([workdir / "stage" / "bin" / "fixture", "--version"], capture_output=True,
                              text=True, check=True).stdout
     assert f"PGO build, stale profile {use['profile_id']} (trained on 1.0.0 source {trained[:12]})" in comment

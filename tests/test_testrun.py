@@ -14,8 +14,8 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import FIXTURE, run_pgo
+
 from pgo import testrun
 
 BUILD = ("build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE)
@@ -142,7 +142,8 @@ def test_a_build_without_its_test_suite_fails_the_phase_with_one_line(tmp_path):
 def test_an_unknown_test_set_is_refused_before_building(tmp_path, args):
     failed = run_pgo(*BUILD, "--workdir", tmp_path / "w", *args, check=False)
     assert failed.returncode == 1
-    assert failed.stderr.startswith(f"pgo: error: unknown test set '{args[1]}' (known: nightly, release, smoke; or off)")
+    assert failed.stderr.startswith(f"pgo: error: unknown test set '{args[1]}' "
+                                    "(known: nightly, release, smoke; or off)")
     assert not (tmp_path / "w" / "build").exists()
 
 

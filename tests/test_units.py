@@ -40,8 +40,9 @@ def test_configurations_name_their_product_line_and_debian_suite():
         assert eleven.lto == ten.lto
     assert build_config("fixture").line is None and build_config("fixture").require_version("7.1.0") == "7.1.0"
     assert build_config("minimal").require_version("10.11.19") == "10.11.19"
-    with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line "
-                                            r"11.8 \(configurations for it: minimal-11.8, minimal-11.8-lto, release-11.8\)"):
+    with pytest.raises(PipelineError, match=r"configuration 'minimal' builds mariadb 10.11; 11.8.9 is of line 11.8 "
+                                            r"\(configurations for it: minimal-11.8, minimal-11.8-lto, "
+                                            r"release-11.8\)"):
         build_config("minimal").require_version("11.8.9")
 
 
@@ -500,8 +501,10 @@ def test_with_lto_the_link_decides_what_is_hot():
     line = lines.profile_quality(lto)
     assert line == ("quality: 1 runs; largest counter 2.0M in sql/a.cc (hot from the LTO working set); "
                     "2 trained functions")
-    assert lines.profile_check_result(lines.tagged("check", line)) == (
-        "hot from the LTO working set, largest counter 2.0M in a.cc, 2 trained functions, 1 runs;")
+    figures = {"profile_id": "1.0.0-abc", "build_objects": 2, "build_objects_with_profile": 1, "quality": lto}
+    assert lines.profile_check_summary(figures) == ("profile 1.0.0-abc: 1 of 2 objects trained; hot from the LTO "
+                                                    "working set, largest counter 2.0M in a.cc, 2 trained functions, "
+                                                    "1 runs;")
 
 
 def test_compiler_warnings_are_counted_and_classified():
@@ -510,7 +513,7 @@ def test_compiler_warnings_are_counted_and_classified():
 ../sql/a.cc:10:1: warning: '/w/profile/sql#CMakeFiles#sql.dir#a.cc.gcda' profile count data file not found [-Wmissing-profile]
 ../client/c.c:1:1: warning: ‘/w/profile/client#c.c.gcda’ profile count data file not found [-Wmissing-profile]
 ../sql/b.cc:5:3: warning: source locations for function 'f' have changed, the profile data may be out of date [-Wcoverage-mismatch]
-"""
+"""  # noqa: E501 (GCC's lines, verbatim)
     counts = profile.compiler_warnings(log, ["sql"], Path("/src"), ["sql/CMakeFiles/sql.dir/a.cc"])
     assert counts["missing_profile"] == 2 and counts["missing_profile_hot"] == 1
     assert counts["coverage_mismatch"] == 1 and counts["source_moved"] == 1
@@ -524,7 +527,7 @@ def test_a_dropped_function_counts_against_the_object_whose_compile_printed_it()
 [2/3] Building CXX object sql/CMakeFiles/sql.dir/b.cc.o
 /src/include/h.h:3:5: warning: the control flow of function 'f' does not match its profile data (counter 'arcs') [-Wcoverage-mismatch]
 [3/3] Linking CXX executable mariadbd
-"""
+"""  # noqa: E501 (GCC's lines, verbatim)
     objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
     counts = profile.compiler_warnings(log, ["sql"], Path("/src"), objects)
     assert counts["coverage_mismatch"] == 1 and counts["mismatch_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]

@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from vm_images import ImageError, definition
 from vm_images.manifest import diff
 from vm_images.rollout import Outcome, Rollout, rollback
@@ -397,8 +397,8 @@ def test_only_a_stopped_rollout_from_the_current_image_resumes(on_gcc11):
     with pytest.raises(ImageError, match="the canary's name changed since rollout .*: start a new rollout"):
         resume(canary="minimal")
     with pytest.raises(ImageError, match="the canary's version changed since rollout"):
-        Rollout(on_gcc11, ScriptedOperations(on_gcc11), dataclasses.replace(definition.canary("fixture"), version="1.0.1")
-                ).run("gcc12", resume=stopped["id"])
+        changed = dataclasses.replace(definition.canary("fixture"), version="1.0.1")
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), changed).run("gcc12", resume=stopped["id"])
     resume()
     with pytest.raises(ImageError, match="is promoted: only a stopped rollout resumes"):
         resume()

@@ -2,7 +2,7 @@
 # Install what this repository needs on Debian 12, as root.
 #   tools/install-deps.sh build   a release: the MariaDB PGO build (compilers, MariaDB's build
 #                                 dependencies), its packages and the benchmark
-#   tools/install-deps.sh test    also what the tests and the package proofs use
+#   tools/install-deps.sh test    also what the tests, the package proofs and the linters use
 set -eu
 what=${1:-build}
 
@@ -35,3 +35,7 @@ dpkg --force-confdef --force-confold --configure -a
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $keep_conffiles $packages
 python3 -m pip install -q -r "$(dirname "$0")/../requirements.txt"
+if [ "$what" = test ]; then
+  # The linters .ci/run runs before the tests.
+  python3 -m pip install -q -r "$(dirname "$0")/../requirements/dev.txt"
+fi

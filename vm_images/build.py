@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from pgo.atomic import write_json
-from pgo.source import sha256_file
+from pgo.checksums import sha256_file
 from vm_images import ImageError, chroot
 from vm_images.definition import MASTER_REQUIREMENTS
 from vm_images.store import now

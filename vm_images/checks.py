@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pgo import protocol
 from pgo.atomic import write_json
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
@@ -153,8 +154,8 @@ def test_image(build, store, say=print):
                                      "--cc", compiler["cc"], "--cxx", compiler["cxx"]], out, log, scratch)
             if not result.ok:
                 return False, f"pgo build failed with status {result.returncode}: {result.tail.splitlines()[-1:]}"
-            info = read_json(out / "w" / "build-info.json", "build info")
-            use = read_json(out / "w" / "profile-use.json", "profile use")
+            info = read_json(out / "w" / protocol.BUILD_INFO, "build info")
+            use = read_json(out / "w" / protocol.PROFILE_USE, "profile use")
             ok = info["compiler"]["version"] == compiler["version"] and info["pgo"] == "on" and use["hot_coverage"] > 0
             return ok, (f"PGO build with {info['compiler']['cc']} {info['compiler']['version']}, profile "
                         f"{use['profile_id']} used on {use['hot_coverage']:.0%} of hot objects")
@@ -170,7 +171,8 @@ def test_image(build, store, say=print):
             if result.returncode not in (0, 1) or not (out / "bench" / "speedup.png").is_file():
                 return False, f"pgo bench --from-result failed with status {result.returncode}: {result.tail[-300:]}"
             libraries = ", ".join(f"{p} {manifest['packages'].get(p, 'missing')}" for p in BENCH_LIBRARIES)
-            return True, f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} ({libraries})"
+            return True, (f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} "
+                          f"({libraries})")
 
     def boots():
         missing = boot.emulator_missing()
@@ -182,7 +184,8 @@ def test_image(build, store, say=print):
         console = ANSI_ESCAPE.sub("", console)
         failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)
         if not reached:
-            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {folder / f'{started_at}-console.log'})"
+            console_log = folder / f"{started_at}-console.log"
+            return False, f"no login prompt within {boot.BOOT_TIMEOUT} s (console: {console_log})"
         if failed_units:
             return False, f"booted, but units failed: {', '.join(failed_units)}"
         kernel = re.search(r"Linux version (\S+)", console)

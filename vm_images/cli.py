@@ -13,26 +13,14 @@
 
 import argparse
 import json
-import sys
 
+from pgo.errors import run_command
 from vm_images import DEFAULT_IMAGES, ImageError, definition
 from vm_images.store import Store, read_json
 
 
 def main(argv=None):
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help()
-        return 2
-    try:
-        return args.func(args) or 0
-    except ImageError as e:
-        print(f"vm_images: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("vm_images: interrupted", file=sys.stderr)
-        return 130
+    return run_command(make_parser(), argv, "vm_images")
 
 
 def make_parser():

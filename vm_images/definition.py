@@ -5,11 +5,11 @@ definition that builds something other than what it says is worse than none.
 """
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgo.bench.policy import POLICIES
+from pgo.readers import read_toml
 from vm_images import REPO, ImageError
 
 DEFINITIONS = Path(__file__).with_name("images.toml")
@@ -97,11 +97,7 @@ class Canary:
 
 
 def load(path=DEFINITIONS):
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ImageError(f"cannot read image definitions {path}: {e}") from e
+    return read_toml(path, "image definitions", ImageError)
 
 
 def image_names(data=None):

@@ -22,11 +22,11 @@ profiles reusable again by the same rule.
 import time
 from dataclasses import dataclass, field
 
+from pgo import protocol
 from pgo.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
 from vm_images.store import now, read_json, stamp
-
 
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
 CANARY_BUILD_SETTINGS = ("name", "version", "config", "source")
@@ -72,12 +72,12 @@ class ImageOperations:
             return Outcome(False, f"pgo build failed in {build.ref} with status {result.returncode} "
                            f"(log: {folder / f'{role}.log'})", {"seconds": seconds, "tail": result.tail})
         workdir = folder / "work" / role
-        use = read_json(workdir / "profile-use.json", "canary profile use")
+        use = read_json(workdir / protocol.PROFILE_USE, "canary profile use")
         return Outcome(True, f"PGO build of {canary.config} {canary.version} with {compiler['cc']} "
                        f"{compiler['version']} passed in {seconds:.0f} s; profile {use['profile_id']} used on "
                        f"{use['hot_coverage']:.0%} of hot objects",
-                       {"seconds": seconds, "build_info": read_json(workdir / "build-info.json", "canary build info"),
-                        "profile_use": use, "phases": read_json(workdir / "state.json", "canary state")["done"]})
+                       {"seconds": seconds, "build_info": read_json(workdir / protocol.BUILD_INFO, "canary build info"),
+                        "profile_use": use, "phases": read_json(workdir / protocol.STATE, "canary state")["done"]})
 
     def gate(self, build, canary, folder):
         """Compare baseline and canary inside the new image."""
@@ -88,7 +88,8 @@ class ImageOperations:
         log = folder / f"{attempt}.log"
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
-                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage", "--out", f"{OUT_IN_IMAGE}/{attempt}",
+                                     "--candidate", f"{OUT_IN_IMAGE}/canary/stage",
+                                     "--out", f"{OUT_IN_IMAGE}/{attempt}",
                                      *canary.bench_options, "--policy", canary.policy],
                              folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
             if result.returncode not in (0, 1):

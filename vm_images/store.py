@@ -9,17 +9,17 @@ A build is published by one rename, so readers see all of it or nothing; the poi
 rewritten atomically, and nothing here ever deletes a build.
 """
 
-import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo import readers
 from pgo.atomic import write_json
+from pgo.protocol import CURRENT_IMAGE
 from vm_images import ImageError
 
 BUILD_ID_RE = re.compile(r"^\d{8}T\d{6}Z$")
-POINTER = "current.json"
 
 
 def now():
@@ -32,12 +32,7 @@ def stamp():
 
 
 def read_json(path, what):
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ImageError(f"{what} {path} is missing") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ImageError(f"cannot read {what} {path}: {e}") from e
+    return readers.read_json(path, what, ImageError)
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,7 @@ class Store:
 
     @property
     def pointer_file(self):
-        return self.root / POINTER
+        return self.root / CURRENT_IMAGE
 
     @property
     def rollouts(self):

@@ -11,13 +11,13 @@ result is analysed, so the rest of the pgo CLI stays stdlib-only.
 import json
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 from pgo import PipelineError, lines, profile
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
+from pgo.errors import fail
 
 SYSBENCH_SCRIPTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
@@ -50,7 +50,8 @@ def add_arguments(parser):
     server = parser.add_argument_group("server (the same for both builds)")
     server.add_argument("--buffer-pool", default="512M", help="InnoDB buffer pool size (default 512M)")
     server.add_argument("--server-option", action="append", default=[], metavar="OPTION",
-                        help="extra mariadbd option for both builds, e.g. --server-option=--thread-handling=pool-of-threads")
+                        help="extra mariadbd option for both builds, "
+                        "e.g. --server-option=--thread-handling=pool-of-threads")
     server.add_argument("--candidate-handicap", action="append", default=[], metavar="OPTION",
                         help="extra mariadbd option for the candidate only, to prove that the gate stops "
                         "a slower build, e.g. --candidate-handicap=--slow-query-log=ON; the report says so")
@@ -104,8 +105,7 @@ def main(args):
             return rejudge(args)
         return measure(args)
     except (UsageError, InfraError) as e:
-        print(lines.error(e, "bench"), file=sys.stderr)
-        return e.exit_code
+        return fail("bench", e, e.exit_code)
 
 
 def settings_from(args):

@@ -22,6 +22,7 @@ def grid(plt, count):
 
 def throughput(result, path):
     import numpy as np
+
     from pgo.bench import usl
 
     plt = pyplot()

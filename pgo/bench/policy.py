@@ -1,7 +1,7 @@
 """The benchmark gate's policies: what each gate demands, and how much it may spend to decide.
 
 Every gate that runs `pgo bench` names one of these (`pgo bench --policy NAME`): the Buildbot
-release (steps/factories.py, whose master settings may override the threshold and what an
+release (buildmaster/factories.py, whose master settings may override the threshold and what an
 inconclusive gate does) and the compiler rollout's canary (vm_images/images.toml). The values
 live here only.
 

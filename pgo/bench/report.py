@@ -121,10 +121,10 @@ def response_time(rt, figures):
               "| kept up with the rate (A / B) |",
               "|---|---|---|---|---|"]
     for row in rt["percentiles"]:
-        cells = [f"{row[l]['median_ms']:.2f} ({row[l]['min_ms']:.2f}-{row[l]['max_ms']:.2f})"
-                 for l in ("A", "B")]
-        kept = " / ".join("yes" if row[l]["kept_up"] else f"no ({row[l]['tps']:.0f} tx/s)"
-                          for l in ("A", "B"))
+        cells = [f"{row[b]['median_ms']:.2f} ({row[b]['min_ms']:.2f}-{row[b]['max_ms']:.2f})"
+                 for b in ("A", "B")]
+        kept = " / ".join("yes" if row[b]["kept_up"] else f"no ({row[b]['tps']:.0f} tx/s)"
+                          for b in ("A", "B"))
         lines.append(f"| p{row['percentile']} | {cells[0]} | {cells[1]} | {interval(row['ratio'])} "
                      f"| {kept} |")
     return lines + ["", f"![Response-time stability]({figures['latency']})", ""]

@@ -141,8 +141,8 @@ def as_root():
 
 def last_line(path, containing=""):
     try:
-        lines = [l.strip() for l in path.read_text(errors="replace").splitlines()
-                 if containing in l and l.strip()]
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
+                 if containing in line and line.strip()]
     except OSError:
         return ""
     return lines[-1] if lines else ""

@@ -39,7 +39,7 @@ class Sysbench:
             log.write(f"### {what}\n$ {' '.join(cmd)}\n{result.stdout}{result.stderr}\n")
         if result.returncode != 0:
             lines = (result.stderr + result.stdout).strip().splitlines()
-            fatal = [l for l in lines if "FATAL" in l] or lines[-1:] or ["no output"]
+            fatal = [line for line in lines if "FATAL" in line] or lines[-1:] or ["no output"]
             raise InfraError(f"sysbench {what} failed (exit {result.returncode}): {fatal[0].strip()}")
         return result.stdout
 

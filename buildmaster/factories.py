@@ -13,17 +13,17 @@ Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 """
 
-from buildbot.plugins import steps as bb_steps
-from buildbot.plugins import util
+from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
+from buildmaster import publish
+from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
+from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
-from pgo.lines import RESULT_PARSERS
+from pgo.lines import RESULT_PARSERS, bolt_check_summary, profile_check_summary, profile_use_summary
 from pgo.phases import PIPELINES, runs
-from pgo.source import LATEST
-from steps import publish
-from steps.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
+from pgo.versions import LATEST
 
 # A MariaDB compile prints progress every few seconds, but training and the
 # benchmark may be silent for long stretches; a whole build takes ~40 minutes
@@ -33,7 +33,12 @@ MAX_STEP_TIME = 6 * 3600
 
 # The benchmark measures servers; other products (the fixture) have none.
 BENCHMARKED_PRODUCTS = ("mariadb",)
-BUILD_INFO_FILES = ["build-info.json", "source.json", "profile-check.json", "profile-use.json"]
+# The phases whose result the build's summary takes from the record they wrote in the work
+# directory (pgo/protocol.py), and how.
+RECORDS = {"check": (protocol.PROFILE_CHECK, profile_check_summary),
+           "optimized": (protocol.PROFILE_USE, profile_use_summary),
+           "bolt": (protocol.BOLT_CHECK, bolt_check_summary)}
+BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 
 def on_worker(name):
@@ -45,13 +50,16 @@ PLAIN = on_worker("work-plain")
 BENCH = on_worker("bench")
 RELEASE_PROFILE = on_worker("release-profile")
 PACKAGES = on_worker("packages")
-# The test phase's results of the build's test set (pgo/testrun.py): what is published of them.
-TEST_SET = util.Property("tests", "release")
-TEST_REPORTS = ["junit.xml", "results.json", "skip.list"]
+VERSION_RECORD = on_worker(protocol.VERSION_RECORD)
+TEST_SET = util.Property("tests", protocol.DEFAULT_TEST_SET)
+# Every pgo command: its output unbuffered, and which build ran it (an archived profile's manifest).
+PGO_ENV = protocol.step_environment(util.Property("buildername"), util.Interpolate("%(prop:buildnumber)s"))
 
 
 def test_results(workdir_name):
-    return util.Interpolate(f"%(prop:builddir)s/{workdir_name}/tests/%(prop:tests:-release)s")
+    """The test phase's results of the build's test set (pgo/testrun.py): what is published of them."""
+    return util.Transform(lambda builddir, test_set: protocol.test_results(f"{builddir}/{workdir_name}", test_set),
+                          util.Property("builddir"), TEST_SET)
 
 
 def release_builder_name(platform):
@@ -75,8 +83,15 @@ def staging(settings, below=""):
 def pgo_step(settings, name, args, **kwargs):
     kwargs.setdefault("haltOnFailure", True)
     return PgoCommand(name=name, command=["python3", "-m", "pgo", *args], workdir=settings.repo_on_worker,
-                      env={"PYTHONUNBUFFERED": "1"}, timeout=SILENCE_TIMEOUT, maxTime=MAX_STEP_TIME,
-                      logEnviron=False, **kwargs)
+                      env=PGO_ENV, timeout=SILENCE_TIMEOUT, maxTime=MAX_STEP_TIME, logEnviron=False, **kwargs)
+
+
+def result_reading(name, workdir):
+    """How a phase's step reads its result: the record it wrote in workdir, or its result line."""
+    if name in RECORDS:
+        record, read_record = RECORDS[name]
+        return {"record": util.Transform(lambda root: f"{root}/{record}", workdir), "read_record": read_record}
+    return {"read_result": RESULT_PARSERS.get(name)}
 
 
 def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwargs):
@@ -90,7 +105,7 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
               "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir, "--tests", TEST_SET]
     if pgo == "off":
-        return [pgo_step(settings, prefix + name, [*common, "--phase", name], read_result=RESULT_PARSERS.get(name),
+        return [pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
                          **kwargs) for name in PIPELINES["off"]]
     common += ["--archive", settings.archive, "--archive-kind", archive_kind, util.Transform(
         lambda profile: ["--profile-from", profile] if reusing(profile) else [], util.Property("profile", "train"))]
@@ -99,8 +114,7 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     steps = []
     for name in order:
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
-        steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name],
-                              read_result=RESULT_PARSERS.get(name),
+        steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
                               doStepIf=lambda step, name=name, wanted=wanted: build_pipeline(step) in wanted
                               and configured(name, step), **kwargs))
     return steps
@@ -123,7 +137,8 @@ def test_verdict_step(settings, baseline):
 def upload_test_results(settings, workdir_name, build_name, **kwargs):
     """The test set's JUnit file, results and skip list, published beside the packages."""
     return bb_steps.MultipleFileUpload(name=f"upload-tests-{build_name}", workdir=test_results(workdir_name),
-                                       workersrcs=TEST_REPORTS, masterdest=staging(settings, f"tests/{build_name}"),
+                                       workersrcs=list(protocol.TEST_REPORTS),
+                                       masterdest=staging(settings, f"tests/{build_name}"),
                                        haltOnFailure=True, **kwargs)
 
 
@@ -131,9 +146,11 @@ def version_step(settings):
     """'latest' the master could not resolve (the nightly's, or a source only the worker sees):
     the worker resolves it once, before any phase, and the build goes on with that version."""
     return ResolveVersion(name="version", command=[
-        "python3", "-m", "pgo", "latest", "--config", util.Property("config"), "--source", util.Property("source")],
-        workdir=settings.repo_on_worker, env={"PYTHONUNBUFFERED": "1"}, logEnviron=False, haltOnFailure=True,
-        doStepIf=lambda step: step.getProperty("version") == LATEST, hideStepIf=lambda results, step: results == SKIPPED)
+        "python3", "-m", "pgo", "latest", "--config", util.Property("config"), "--source", util.Property("source"),
+        "--record", VERSION_RECORD], record=VERSION_RECORD,
+        workdir=settings.repo_on_worker, env=PGO_ENV, logEnviron=False, haltOnFailure=True,
+        doStepIf=lambda step: step.getProperty("version") == LATEST,
+        hideStepIf=lambda results, step: results == SKIPPED)
 
 
 def reusing(profile):
@@ -205,7 +222,8 @@ def release_factory(settings, platform):
     f.addStep(upload_test_results(settings, "work", "pgo"))
     f.addStep(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
-        "bench", "--baseline", on_worker("work-plain/stage"), "--candidate", on_worker("work/stage"),
+        "bench", "--baseline", on_worker(protocol.staged("work-plain")),
+        "--candidate", on_worker(protocol.staged("work")),
         "--out", BENCH, *settings.bench_options, *gate_options(settings)],
         read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from); the

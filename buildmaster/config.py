@@ -2,10 +2,10 @@
 
 from buildbot.plugins import util
 
-from steps.builders import make_builders
-from steps.downloads import DownloadsServer
-from steps.schedulers import make_schedulers
-from steps.workers import make_workers
+from buildmaster.builders import make_builders
+from buildmaster.downloads import DownloadsServer
+from buildmaster.schedulers import make_schedulers
+from buildmaster.workers import make_workers
 
 
 def web_ui(settings):

@@ -1,6 +1,7 @@
 """./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
 
-    ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's default configuration), follow it
+    ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's
+                                       default configuration), follow it
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
     ./release stop                     stop them
@@ -27,11 +28,24 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from pgo import PipelineError, lines
+from buildmaster.settings import (
+    DEFAULT_RUNTIME,
+    PACKAGE_FORMATS,
+    SETTINGS_ENV,
+    WEB_PORT,
+    WORKER_PORT,
+    Nightly,
+    SettingsError,
+    downloads_port_after,
+    load_settings,
+)
+from pgo import REPO, PipelineError, process
 from pgo.config import default_config, test_set_names
-from pgo.source import LATEST
+from pgo.errors import error_reason, fail
+from pgo.protocol import DEFAULT_TEST_SET
+from pgo.runner import say
 from pgo.toolchain import detect
-from steps.settings import DEFAULT_RUNTIME, PACKAGE_FORMATS, REPO, SETTINGS_ENV, SettingsError, load_settings
+from pgo.versions import LATEST
 
 REQUIREMENTS = REPO / "requirements" / "master.txt"
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
@@ -42,7 +56,7 @@ RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exceptio
 FAILED = (2, 4)
 
 
-class LocalError(Exception):
+class LocalError(PipelineError):
     pass
 
 
@@ -68,7 +82,7 @@ def settings_text(web_port, worker_port, downloads_port):
     """A first settings file: this machine as the only worker, passwords generated here."""
     formats = ", ".join(f'"{f}"' for f in PACKAGE_FORMATS)
     return f"""# Settings of the local PGO release master, written by ./release.
-# Outside the repository: it holds passwords. Format: steps/README.md.
+# Outside the repository: it holds passwords. Format: buildmaster/README.md.
 title = "MariaDB PGO"
 web_port = {web_port}
 worker_port = {worker_port}
@@ -93,18 +107,18 @@ enabled = true
 platform = "local"
 version = "latest"
 source = "debian"
-keep = 7
+keep = {Nightly.keep}
 """
 
 
-def setup(runtime, web_port=8010, worker_port=9989, downloads_port=8011):
+def setup(runtime):
     """Create the settings, master and worker of runtime unless they exist; return the settings."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(settings_text(web_port, worker_port, downloads_port))
+            f.write(settings_text(WEB_PORT, WORKER_PORT, downloads_port_after(WEB_PORT)))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
     settings = runtime.settings()
     local = [w for w in settings.workers if w.kind == "local"]
@@ -128,7 +142,7 @@ def tool(name):
 
 
 def run_tool(name, *args, env=None):
-    result = subprocess.run([tool(name), *args], env=env, capture_output=True, text=True)
+    result = process.run([tool(name), *args], env=env, error=LocalError)
     if result.returncode != 0:
         raise LocalError(f"{name} {args[0]} failed:\n{result.stdout}{result.stderr}".rstrip())
     return result.stdout
@@ -209,7 +223,7 @@ def wait_for_worker(api, name):
 
 # --- the REST API -----------------------------------------------------------------
 
-class ApiError(Exception):
+class ApiError(PipelineError):
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
@@ -264,7 +278,7 @@ def login_as_admin(settings, api):
     return user
 
 
-def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests="release"):
+def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests=DEFAULT_TEST_SET):
     """Start a release on every platform; returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
                           formats=list(formats), benchmark=benchmark, profile=profile, tests=tests,
@@ -363,7 +377,7 @@ def step_reason(api, step):
                 said.append(text)
                 if stream == "e":
                     errors.append(text)
-    return lines.error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
+    return error_reason(said) or (errors or said or [step["state_string"]])[-1].strip()
 
 
 def release_builds(api, bsid):
@@ -376,10 +390,6 @@ def release_builds(api, bsid):
 
 
 # --- the command ------------------------------------------------------------------
-
-def say(line):
-    print(line, flush=True)
-
 
 def cmd_up(args):
     runtime = Runtime(args.runtime)
@@ -451,7 +461,7 @@ def make_parser():
                      help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
-    run.add_argument("--tests", choices=test_set_names(), default="release",
+    run.add_argument("--tests", choices=test_set_names(), default=DEFAULT_TEST_SET,
                      help="the test set run on the optimised and the plain build before the verdict "
                      "(default: %(default)s)")
     run.set_defaults(func=cmd_run)
@@ -496,11 +506,8 @@ def main(argv=None):
         ensure_buildbot(Runtime(args.runtime), argv)
         return args.func(args) or 0
     except (LocalError, SettingsError, ApiError) as e:
-        print(f"release: error: {e}", file=sys.stderr)
-        return 1
+        return fail("release", e)
     except OSError as e:
-        print(f"release: error: cannot talk to the master: {e}", file=sys.stderr)
-        return 1
+        return fail("release", f"cannot talk to the master: {e}")
     except subprocess.CalledProcessError as e:
-        print(f"release: error: {' '.join(map(str, e.cmd))} exited with status {e.returncode}", file=sys.stderr)
-        return 1
+        return fail("release", f"{' '.join(map(str, e.cmd))} exited with status {e.returncode}")

@@ -3,8 +3,8 @@ builder per package format, and the nightly builder on the nightly's platform.""
 
 from buildbot.plugins import util
 
-from steps import factories
-from steps.workers import HEAVY_BUILD, PACKAGING, same_worker_as_release
+from buildmaster import factories
+from buildmaster.workers import HEAVY_BUILD, PACKAGING, same_worker_as_release
 
 
 def make_builders(settings):

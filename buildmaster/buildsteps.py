@@ -3,10 +3,13 @@
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
 it prints into the step's summary: `[instrumented] compile 345/1164` and
 `[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
-states a phase's result (the profile check's figures, the profile use, the
-benchmark's verdict) into the build's summary; pgo/lines.py reads those lines,
-beside the code that prints them. The master-side steps publish a build's
-uploads, and stop a build request that keeps losing its worker.
+states a command's result (the benchmark's verdict, the tests' counts and
+verdict) into the build's summary; pgo/lines.py reads those lines, beside the
+code that prints them. Where the command wrote its result as a JSON record (the
+profile check, the profile use, BOLT's check, which version 'latest' is:
+pgo/protocol.py), the step reads that record from the worker instead. The
+master-side steps publish a build's uploads, and stop a build request that
+keeps losing its worker.
 """
 
 from pathlib import Path
@@ -14,11 +17,13 @@ from pathlib import Path
 from buildbot.process import buildstep, logobserver
 from buildbot.process.results import FAILURE, RETRY, SUCCESS, WARNINGS
 from buildbot.steps.shell import ShellCommand
+from buildbot.steps.worker import CompositeStepMixin
 from twisted.internet import defer, threads
 
-from pgo import lines
-from steps import publish
-from steps.downloads import download_url
+from buildmaster import publish
+from buildmaster.downloads import download_url
+from pgo import lines, protocol
+from pgo.errors import error_reason
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -33,18 +38,24 @@ class OutputWatcher(logobserver.LogLineObserver):
         self.step.watch_errors(line)
 
 
-class PgoCommand(ShellCommand):
+class PgoCommand(CompositeStepMixin, ShellCommand):
     """A pgo CLI command.
 
     read_result (one of pgo.lines.RESULT_PARSERS) turns the command's result
-    line into the step's and the build's summary. A failed command's summary
-    is its error line (what `./release` prints for it too).
+    line into the step's and the build's summary; or, after the command
+    succeeded, read_record turns the JSON record it wrote on the worker (the
+    path `record`) into them. A failed command's summary is its error line
+    (what `./release` prints for it too).
     """
 
-    def __init__(self, read_result=None, **kwargs):
+    renderables = ["record"]
+
+    def __init__(self, read_result=None, record=None, read_record=None, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
         self.read_result = read_result
+        self.record = record
+        self.read_record = read_record
         self.latest_progress = None
         self.results_read = []   # a command may print several result lines (the check: two)
         self.error = None
@@ -66,15 +77,35 @@ class PgoCommand(ShellCommand):
         return " ".join(self.results_read) or None
 
     def watch_errors(self, line):
-        self.error = lines.error_reason([line]) or self.error
+        self.error = error_reason([line]) or self.error
 
     @defer.inlineCallbacks
     def run(self):
         """A test run that completed with failed tests: warnings here, the verdict step decides."""
         result = yield super().run()
+        if result == SUCCESS and self.record:
+            result = yield self.take_record()
         if result == SUCCESS and any(lines.failed_tests(line) for line in self.results_read):
             return WARNINGS
         return result
+
+    @defer.inlineCallbacks
+    def take_record(self):
+        """The command's record, read from the worker, as the summary; a step whose record
+        cannot be read says so, with warnings (what it did succeeded)."""
+        text = yield self.getFileContentFromWorker(self.record)
+        try:
+            record = protocol.read_record(text, self.record)
+        except ValueError as e:
+            self.error = str(e)
+            return WARNINGS
+        self.use_record(record)
+        self.results_read.append(self.read_record(record))
+        self.updateSummary()
+        return SUCCESS
+
+    def use_record(self, record):
+        """What a step does with its command's record besides summing it up."""
 
     def getCurrentSummary(self):
         detail = self.result_line or self.latest_progress
@@ -91,16 +122,13 @@ class PgoCommand(ShellCommand):
 
 
 class ResolveVersion(PgoCommand):
-    """`pgo latest`: the build's version property becomes the version 'latest' is now."""
+    """`pgo latest --record R`: the build's version property becomes the version 'latest' is now."""
 
     def __init__(self, **kwargs):
-        super().__init__(read_result=lines.latest_version_result, **kwargs)
+        super().__init__(read_record=lambda r: f"version {r['version']} ({r['how']});", **kwargs)
 
-    def watch(self, line):
-        version = lines.latest_version_of(line)
-        if version:
-            self.setProperty("version", version, "version step")
-        super().watch(line)
+    def use_record(self, record):
+        self.setProperty("version", record["version"], "version step")
 
 
 class GiveUpOnLostWorkers(buildstep.BuildStep):

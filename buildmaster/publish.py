@@ -11,13 +11,14 @@ import shutil
 import time
 from pathlib import Path
 
+from pgo import PipelineError
 from pgo.checksums import SUMS, write_sha256sums
 
 STAGING = ".incoming"
 PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
 
 
-class PublishError(Exception):
+class PublishError(PipelineError):
     pass
 
 

@@ -10,23 +10,29 @@ file are relative to the file's folder.
 
 import os
 import secrets
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import REPO, PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
 from pgo.config import build_config, default_config
-from pgo.source import validate_request
+from pgo.readers import read_toml
+from pgo.versions import validate_request
 
-REPO = Path(__file__).resolve().parent.parent
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
 PACKAGE_FORMATS = ("bintar", "deb", "rpm")
+# The master's ports unless the settings say otherwise: the web UI, the workers', and the
+# downloads (buildmaster/downloads.py), by default the one after the web UI's.
+WEB_PORT, WORKER_PORT = 8010, 9989
+
+
+def downloads_port_after(web_port):
+    return web_port + 1
 WORKER_KINDS = ("local", "libvirt")
 
 
-class SettingsError(Exception):
+class SettingsError(PipelineError):
     pass
 
 
@@ -75,7 +81,7 @@ class Settings:
     listen: str
     web_port: int
     worker_port: int
-    downloads_port: int               # the master serves the downloads folder here (steps/downloads.py)
+    downloads_port: int               # the master serves the downloads folder here (buildmaster/downloads.py)
     downloads_url: str                # ... as users reach it
     db_url: str
     admins: dict[str, str]
@@ -114,10 +120,7 @@ def load_settings(path=None):
     explicit = path is not None or bool(os.environ.get(SETTINGS_ENV))
     path = Path(path) if path is not None else settings_path()
     if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SettingsError(f"cannot read master settings {path}: {e}") from None
+        data = read_toml(path, "master settings", SettingsError)
         return from_dict(data, path.resolve().parent, path)
     if explicit:
         raise SettingsError(f"master settings file {path} does not exist")
@@ -135,8 +138,8 @@ def from_dict(data, base, source_file):
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
-    web_port = int(data.get("web_port", 8010))
-    downloads_port = int(data.get("downloads_port", web_port + 1))
+    web_port = int(data.get("web_port", WEB_PORT))
+    downloads_port = int(data.get("downloads_port", downloads_port_after(web_port)))
     workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
     platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
@@ -146,7 +149,7 @@ def from_dict(data, base, source_file):
         url=data.get("url", f"http://localhost:{web_port}/"),
         listen=data.get("listen", "127.0.0.1"),
         web_port=web_port,
-        worker_port=int(data.get("worker_port", 9989)),
+        worker_port=int(data.get("worker_port", WORKER_PORT)),
         downloads_port=downloads_port,
         downloads_url=data.get("downloads_url", f"http://localhost:{downloads_port}/"),
         db_url=data.get("db_url", "sqlite:///state.sqlite"),

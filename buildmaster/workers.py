@@ -11,7 +11,8 @@ from xml.sax.saxutils import escape
 
 from buildbot.plugins import util, worker
 
-from steps.settings import SettingsError
+from buildmaster.settings import SettingsError
+from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release.
 VM_BOOT_TIMEOUT = 20 * 60
@@ -47,7 +48,7 @@ DOMAIN_XML = """<domain type="kvm">
 
 def current_image(images):
     """The image vm_images/ made current: its entry of <images>/current.json, paths made absolute."""
-    pointer = Path(images) / "current.json"
+    pointer = Path(images) / CURRENT_IMAGE
     try:
         current = json.loads(pointer.read_text())["current"]
         return {key: str(Path(images) / current[key]) for key in ("disk", "kernel", "initrd")} | {

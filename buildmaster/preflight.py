@@ -8,10 +8,11 @@ repository); the worker's `version` step resolves a 'latest' the master could no
 and its source phase still checks every source.
 """
 
+from buildmaster import publish
 from pgo import PipelineError
 from pgo.config import build_config
-from pgo.source import LATEST, check_available, resolve_version
-from steps import publish
+from pgo.source import check_available, resolve_version
+from pgo.versions import LATEST
 
 
 def resolve(settings, version, config, source):

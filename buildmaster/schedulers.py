@@ -4,11 +4,12 @@ from buildbot.plugins import schedulers, util
 from buildbot.schedulers.forcesched import CollectedValidationError, ValidationError
 from twisted.internet import defer, threads
 
+from buildmaster import factories, preflight
+from buildmaster.settings import PACKAGE_FORMATS
 from pgo import PipelineError
 from pgo.config import config_names, default_config, test_set_names
-from pgo.source import validate_request
-from steps import factories, preflight
-from steps.settings import PACKAGE_FORMATS
+from pgo.protocol import DEFAULT_TEST_SET
+from pgo.versions import validate_request
 
 
 class VersionParameter(util.StringParameter):
@@ -76,7 +77,7 @@ def release_form_properties():
         util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
                                    choices=["auto", "on", "off"], default="auto"),
         util.ChoiceStringParameter(name="tests", label="Test set (run on the optimised and the plain build)",
-                                   choices=test_set_names(), default="release"),
+                                   choices=test_set_names(), default=DEFAULT_TEST_SET),
     ]
 
 

@@ -1,0 +1,148 @@
+"""`pgo archive ...`: store, promote, list, show, verify and prune the profile archive (pgo/archive.py)."""
+
+import argparse
+import json
+import sys
+
+from pgo import PipelineError
+from pgo.archive import (
+    DAMAGE,
+    KINDS,
+    Gone,
+    __doc__ as ARCHIVE_HELP,
+    archived_entry,
+    damage,
+    entries,
+    find,
+    promote,
+    prune,
+    root_of,
+    store,
+    sweep_leftovers,
+    trained_by,
+    verify,
+    workload_version,
+)
+from pgo.errors import fail
+from pgo.reuse import unpublished_kind
+from pgo.workdir import Workdir
+
+
+def register(subparsers):
+    archive = subparsers.add_parser("archive", help="the profile archive: store, promote, list, show, verify, prune",
+                                    description=ARCHIVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = archive.add_subparsers(metavar="action")
+
+    def action(name, func, help):
+        parser = commands.add_parser(name, help=help)
+        parser.add_argument("--archive", help="archive directory (default: $PGO_ARCHIVE or "
+                            "~/.local/share/pgo/profiles)")
+        parser.set_defaults(func=func)
+        return parser
+
+    store_cmd = action("store", cmd_store, "archive the profile of a trained work directory")
+    store_cmd.add_argument("--workdir", required=True)
+    store_cmd.add_argument("--kind", choices=KINDS,
+                           help="release (kept forever), pending (a release not yet published) or nightly "
+                           "(pruned); default: pending for a release build (promote it once published), "
+                           "nightly for a nightly")
+    promote_cmd = action("promote", cmd_promote, "raise an archived profile's kind, e.g. to release once published")
+    promote_cmd.add_argument("name", nargs="?", help="entry name or profile id")
+    promote_cmd.add_argument("--workdir", help="instead of a name: the profile the work directory archived "
+                             "(default --archive: the work directory's)")
+    promote_cmd.add_argument("--kind", choices=KINDS, default="release", help="default: release")
+    list_cmd = action("list", cmd_list, "list the archived profiles")
+    list_cmd.add_argument("--json", action="store_true")
+    show = action("show", cmd_show, "print an archived profile's manifest")
+    show.add_argument("name", help="entry name or profile id")
+    verify_cmd = action("verify", cmd_verify, "check checksums, manifest and every .gcda of one or all entries")
+    verify_cmd.add_argument("name", nargs="?", help="entry name or profile id (default: all)")
+    prune_cmd = action("prune", cmd_prune, "remove old nightly profiles (releases are always kept)")
+    prune_cmd.add_argument("--keep", type=int, default=10, help="nightlies kept per product line (default 10)")
+    prune_cmd.add_argument("--dry-run", action="store_true")
+    archive.set_defaults(func=lambda args: archive.print_help() or 2)
+
+
+def cmd_store(args):
+    workdir = Workdir(args.workdir)
+    settings = workdir.load_settings()
+    root = root_of(args.archive or settings.archive)
+    store(workdir, root, args.kind or unpublished_kind(settings))
+
+
+def cmd_promote(args):
+    if bool(args.name) == bool(args.workdir):
+        raise PipelineError("give the archived profile's name or --workdir (one of them)")
+    if args.name:
+        promote(root_of(args.archive), args.name, args.kind)
+        return
+    # The archive the work directory's build stored into and reused from, as `store` takes it.
+    workdir = Workdir(args.workdir)
+    promote(root_of(args.archive or workdir.load_settings().archive), archived_entry(workdir, "promoted"), args.kind)
+
+
+def cmd_list(args):
+    """Every entry, the damaged ones too (kind "damaged" and what is wrong): one bad entry hides no other."""
+    root = root_of(args.archive)
+    leftovers = sweep_leftovers(root)
+    rows = []
+    for entry in entries(root):
+        try:
+            m = entry.manifest()
+            rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
+                         "workload_version": workload_version(m), "gcda_files": len(m["files"]),
+                         "builder": m["built_by"].get("builder")})
+        except Gone:
+            continue
+        except DAMAGE as e:
+            rows.append({"name": entry.name, "kind": "damaged", "problem": damage(entry, e)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no archived profiles in {root}")
+    for row in [] if args.json else rows:
+        trained = f"workload {row['workload_version'] or '?':<3}" if "created" in row else ""
+        print(f"{row['name']:<70} {row['kind']:<8} {row.get('config', '-'):<10} {trained:<12} "
+              f"{row.get('created', row.get('problem'))}")
+    # Beside the JSON, not in it: what parses the rows gets entries only.
+    for line in leftovers:
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    damaged = [row["problem"] for row in rows if row["kind"] == "damaged"]     # each names its entry
+    if damaged:
+        return fail("pgo", f"{len(damaged)} of {len(rows)} archived profiles damaged: {'; '.join(damaged)} "
+                           "(see `pgo archive verify`)")
+    return 0
+
+
+def cmd_show(args):
+    print(json.dumps(find(root_of(args.archive), args.name).manifest(), indent=2, sort_keys=True))
+
+
+def cmd_verify(args):
+    root = root_of(args.archive)
+    for line in sweep_leftovers(root):
+        print(line)
+    chosen = [find(root, args.name)] if args.name else entries(root)
+    if not chosen:
+        raise PipelineError(f"no archived profiles in {root}")
+    failed = 0
+    for entry in chosen:
+        try:
+            manifest = verify(entry)
+            print(f"ok      {entry.name} ({len(manifest['files'])} .gcda files, {manifest['functions']} functions, "
+                  f"trained by {trained_by(manifest)})")
+        except Gone as e:
+            print(f"gone    {entry.name}: {e}")
+        except PipelineError as e:
+            failed += 1
+            print(f"FAILED  {entry.name}: {e}")
+    if failed:
+        return fail("pgo", f"{failed} of {len(chosen)} archived profiles failed verification")
+    return 0
+
+
+def cmd_prune(args):
+    if args.keep < 1:
+        raise PipelineError("--keep must be at least 1")
+    removed = prune(root_of(args.archive), args.keep, args.dry_run)
+    print(f"{'would remove' if args.dry_run else 'removed'} {len(removed)} nightly profiles")

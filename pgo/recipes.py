@@ -1,0 +1,66 @@
+"""What every package format shares: the recipes in packaging/, the marks in a package's version, the
+texts a package carries, and the packaging tools' runner.
+
+pgo/package.py (the formats and `pgo package`), pgo/debpackages.py (the .debs) and pgo/prove.py
+(`pgo prove`) all read these; none of them imports another for them.
+"""
+
+import textwrap
+
+from pgo import REPO
+from pgo.process import output_of
+from pgo.readers import read_toml
+
+RECIPES = REPO / "packaging"
+ELF_MAGIC = b"\x7fELF"
+# After "+pgo" in the version of a build whose profile was trained on other source: '~' sorts it
+# before the same release's build with a fresh profile (dpkg, rpm).
+STALE_MARK = "~stale"
+# Last in the version of a build whose binary BOLT rewrote and checked (pgo/bolt.py): 10.11.19+pgo+bolt
+# sorts after 10.11.19+pgo (dpkg, rpm).
+BOLT_MARK = "+bolt"
+
+
+def load_toml(path):
+    return read_toml(path, "recipe")
+
+
+def recipe(fmt, build):
+    return load_toml(RECIPES / fmt / f"{build.info['product']}.toml")
+
+
+def run(cmd, cwd=None, env=None):
+    """Run a packaging tool; its output only matters when it fails."""
+    return output_of(cmd, cwd=cwd, env=env)
+
+
+def is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == ELF_MAGIC
+
+
+def describe(text, build):
+    bolted = " and laid out by BOLT from a profile of its server binary" if build.info.get("bolt") else ""
+    mark = (f"This build is optimised with GCC profile-guided optimisation ({profile_named(build)}){bolted}."
+            if build.label else "This is a plain build, without profile-guided optimisation.")
+    return f"{text.strip()}\n\n{mark}"
+
+
+def wrapped(text, width=79):
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), width) for p in text.split("\n\n"))
+
+
+def profile_named(build):
+    """'profile 1.0.0-abc', or for a stale one 'stale profile 1.0.0-abc, trained on 1.0.0 source 0123456789ab'."""
+    trained_on = build.info["check"].get("trained_on")
+    if not trained_on:
+        return f"profile {build.info['profile_id']}"
+    return (f"stale profile {build.info['profile_id']}, trained on {trained_on['version']} source "
+            f"{trained_on['source_checksum'][:12]}")
+
+
+def changelog_line(build):
+    what = (profile_named(build) + (", BOLTed" if build.info.get("bolt") else "")) if build.label \
+        else "no profile (plain build)"
+    return (f"Built from {build.info['source']['origin']} with {build.info['compiler']['banner']}, "
+            f"configuration {build.info['config']}, {what}.")

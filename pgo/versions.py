@@ -1,0 +1,29 @@
+"""What a version is: MAJOR.MINOR.PATCH, the product line it belongs to, their order, and 'latest'
+(the newest of a line, which pgo/source.py resolves)."""
+
+import re
+
+from pgo.errors import PipelineError
+
+VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+LATEST = "latest"
+
+
+def validate_version(version):
+    if not VERSION_RE.fullmatch(version or ""):
+        raise PipelineError(f"invalid version {version!r}: expected MAJOR.MINOR.PATCH, e.g. 10.11.19")
+    return version
+
+
+def validate_request(version):
+    """A version to build: MAJOR.MINOR.PATCH, or 'latest' (resolve_version() says which)."""
+    return version if version == LATEST else validate_version(version)
+
+
+def version_key(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+def version_line(version):
+    """'10.11.19' -> '10.11': the product line a version belongs to."""
+    return ".".join(version.split(".")[:2])
