@@ -371,7 +371,11 @@ def chroot_tests(info, recipe, debs, scratch):
     as_nobody = f"cd {shlex.quote(str(runner.parent))} && exec {shlex.join(command)}"
     out = shlex.quote(str(scratch))
     say(f"  then {suite.name} {SMOKE_SET} from {runner} in the chroot, as nobody")
-    return [f'mkdir -p "$1{inside}/var" && cp {out}/{testrun.SKIP_LIST} "$1{inside}/" '
+    # mmdebstrap writes no /etc/hosts, and mtr binds its servers' ports on `localhost`.
+    hosts = ('grep -qw localhost "$1/etc/hosts" 2>/dev/null '
+             '|| printf "127.0.0.1 localhost\\n::1 localhost ip6-localhost\\n" >> "$1/etc/hosts"')
+    return [hosts,
+            f'mkdir -p "$1{inside}/var" && cp {out}/{testrun.SKIP_LIST} "$1{inside}/" '
             f'&& chown -R {NOBODY}:{NOBODY} "$1{inside}"',
             f'started=$(date +%s); chroot "$1" setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups '
             f'--reset-env env HOME={inside} PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c {shlex.quote(as_nobody)} '
