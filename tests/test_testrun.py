@@ -203,9 +203,11 @@ def test_prove_runs_the_smoke_set_from_the_package_and_refuses_a_failing_one(tmp
     if fmt == "deb" and (shutil.which("mmdebstrap") is None or os.geteuid() != 0):
         pytest.skip("the deb proof needs mmdebstrap and root for its chroot")
     pgo, _ = builds
-    run_pgo("package", "--workdir", pgo, "--format", fmt, "--out", tmp_path / "good")
-    proof = run_pgo("prove", tmp_path / "good")
-    assert "  fixture tests smoke: 1 passed, 0 failed, 0 skipped" in proof.stdout
+    # The deb's passing run is test_package's chroot proof: one chroot less here (minutes).
+    if fmt != "deb":
+        run_pgo("package", "--workdir", pgo, "--format", fmt, "--out", tmp_path / "good")
+        proof = run_pgo("prove", tmp_path / "good")
+        assert "  fixture tests smoke: 1 passed, 0 failed, 0 skipped" in proof.stdout
     # the rpm route compiles again: the same fault in its build
     run_pgo("package", "--workdir", miscompiled, "--format", fmt, "--out", tmp_path / "bad-packages",
             env={"FIXTURE_INJECT": "wrong-digest"})
