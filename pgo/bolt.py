@@ -15,10 +15,9 @@ build says PGO+BOLT only where it is staged from a passed check (pgo/phases.py s
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 
-from pgo import PipelineError
+from pgo import PipelineError, process
 from pgo.proof import elf_section
 
 # The BOLT of Debian 12 (bookworm main: bolt-19, with its instrumentation runtime in libbolt-19-dev;
@@ -86,7 +85,7 @@ def tools():
     for path in (merge, runtime):
         if not os.path.isfile(path):
             raise PipelineError(f"BOLT's {os.path.basename(path)} is not installed beside {program} ({INSTALL_HINT})")
-    banner = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    banner = process.run([program, "--version"]).stdout
     version = re.search(r"LLVM version (\S+)", banner)
     return Tools(program, merge, version[1] if version else "unknown")
 

@@ -312,9 +312,10 @@ def prove_deb(folder, info, args):
     say("  lintian:")
     run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
         show=True)
+    suite, chosen = smoke_set(info)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
-        comment = in_chroot(folder, debs, info, args, recipe, Path(tmp))
-        suite, _ = smoke_set(info)
+        tests = chroot_tests(info, suite, chosen, recipe, debs, Path(tmp)) if suite else []
+        comment = in_chroot(folder, debs, info, args, recipe, tests)
         if suite:
             junit = Path(tmp) / testrun.JUNIT
             if not junit.is_file():
@@ -325,9 +326,9 @@ def prove_deb(folder, info, args):
         return comment
 
 
-def in_chroot(folder, debs, info, args, recipe, scratch):
-    """Install into a throw-away Debian chroot with apt and run the smoke script there, then the smoke
-    test set from the installed test package (its JUnit report copied out to scratch).
+def in_chroot(folder, debs, info, args, recipe, tests):
+    """Install into a throw-away Debian chroot with apt and run the smoke script there, then the hooks
+    of the smoke test set (chroot_tests).
 
     mmdebstrap sets up and tears down the chroot's mounts around its hooks, and
     the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
@@ -345,7 +346,7 @@ def in_chroot(folder, debs, info, args, recipe, scratch):
               'chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" '
               + " ".join(run(["dpkg-deb", "-f", d, "Package"]).strip() for d in debs),
               'chroot "$1" sh /tmp/pgo-smoke.sh system',
-              *chroot_tests(info, recipe, debs, scratch)]
+              *tests]
     command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
                *(f"--customize-hook={hook}" for hook in hooks), args.distribution, "/dev/null"]
     if args.mirror:
@@ -354,12 +355,9 @@ def in_chroot(folder, debs, info, args, recipe, scratch):
     return smoke(info, command=command)
 
 
-def chroot_tests(info, recipe, debs, scratch):
+def chroot_tests(info, suite, chosen, recipe, debs, scratch):
     """Hooks that run the smoke test set from the installed test package, as MariaDB's Buildbot runs mtr
     from its installed debs: as `nobody` (mtr refuses root), the JUnit report and time copied to scratch."""
-    suite, chosen = smoke_set(info)
-    if suite is None:
-        return []
     # `-rwxr-xr-x root/root 1234 2026-11-26 19:00 ./usr/share/...` (a symlink adds ` -> target`)
     contents = {line.split(" ./", 1)[1].split(" -> ")[0] for deb in debs
                 for line in run(["dpkg-deb", "--contents", deb]).splitlines() if " ./" in line}
@@ -368,7 +366,9 @@ def chroot_tests(info, recipe, debs, scratch):
     inside = PurePosixPath("/tmp/pgo-tests")
     command = testrun.runner_command(suite, chosen, runner, chosen.suites, inside / "var", inside / testrun.JUNIT,
                                      inside / testrun.SKIP_LIST, chosen.minutes)
-    as_nobody = f"cd {shlex.quote(str(runner.parent))} && exec {shlex.join(command)}"
+    nobody = testrun.as_user(NOBODY, NOBODY, ["sh", "-c", f"cd {shlex.quote(str(runner.parent))} && exec "
+                                                          f"{shlex.join(command)}"],
+                             HOME=inside, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
     out = shlex.quote(str(scratch))
     say(f"  then {suite.name} {SMOKE_SET} from {runner} in the chroot, as nobody")
     # mmdebstrap writes no /etc/hosts, and mtr binds its servers' ports on `localhost`.
@@ -377,8 +377,7 @@ def chroot_tests(info, recipe, debs, scratch):
     return [hosts,
             f'mkdir -p "$1{inside}/var" && cp {out}/{testrun.SKIP_LIST} "$1{inside}/" '
             f'&& chown -R {NOBODY}:{NOBODY} "$1{inside}"',
-            f'started=$(date +%s); chroot "$1" setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups '
-            f'--reset-env env HOME={inside} PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c {shlex.quote(as_nobody)} '
+            f'started=$(date +%s); chroot "$1" {shlex.join(nobody)} '
             f'|| echo "{suite.name} exited with status $?"; echo $(( $(date +%s) - started )) > {out}/seconds',
             f'if [ -f "$1{inside}/{testrun.JUNIT}" ]; then cp "$1{inside}/{testrun.JUNIT}" {out}/; fi']
 

@@ -122,9 +122,8 @@ def execute(p, log):
     report = p.var / JUNIT
     command = runner_command(suite, chosen, p.runner, p.suites, p.var, report, skip_list, p.minutes)
     if user:
-        command = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
-                   "--reset-env", "--", "env", f"HOME={p.var}", f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}",
-                   *(f"{k}={v}" for k, v in os.environ.items() if k.startswith(PASSED_ON)), *command]
+        command = as_user(user.pw_uid, user.pw_gid, command, HOME=p.var, PATH=os.environ.get("PATH", "/usr/bin:/bin"),
+                          **{k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)})
     say_test(log, f"{suite.name} {chosen.name}: suites {', '.join(p.suites)}, as "
                   f"{user.pw_name if user else 'this user'}, at most {p.minutes:g} min")
     progress = Progress()
@@ -159,6 +158,13 @@ def runner_command(suite, chosen, runner, suites, var, report, skip_list, minute
     return [*suite.runner[:-1], str(runner), *suite.options, f"--suite={','.join(suites)}", *chosen.args,
             f"--vardir={var}", f"--xml-report={report}", f"--parallel={os.cpu_count() or 1}",
             f"--skip-test-list={skip_list}", f"--suite-timeout={math.ceil(minutes) + 1}"]
+
+
+def as_user(uid, gid, command, **env):
+    """command run as uid:gid without this process's groups or environment, only with env: the runner on
+    a staged tree as the test user, and in a package proof's chroot as nobody."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--reset-env", "--",
+            "env", *(f"{k}={v}" for k, v in env.items()), *command]
 
 
 def refuse_failures(results, set_name, what):
