@@ -31,6 +31,7 @@ from pgo.protocol import (
     PROFILE,
     PROFILE_CHECK,
     PROFILE_USE,
+    RPM_TREE,
     SETTINGS,
     SOURCE_RECORD,
     STAGE,
@@ -92,6 +93,9 @@ ITEMS = (
     Item(TESTS, ("test",), ("pgo test-verdict",),
          "per test set: results.json (counts, each failed test with its first error line, the flaky ones, the "
          "staged build's token), junit.xml (the runner's report), the skip list used and the runner's vardir"),
+    Item(RPM_TREE, ("pgo package",), ("pgo package",),
+         "the rpm format's tree: configured with the checked build tree's CMake command plus -DRPM=<target>, never "
+         "compiled, the build tree's other files hard-linked in, and the recipe's layout file; made again each time"),
     Item(PACKAGE_INFO, ("pgo package",), ("pgo prove",),
          "in a published folder, not the work directory: build-info.json's identity and check, and the packages"),
 )

@@ -2,17 +2,18 @@
 
 The bintar is CPack over the checked optimised build tree (MariaDB's `make
 package`), the debs are assembled from its staged install, and the rpms come
-from MariaDB's own -DRPM=<target> route: the configuration built again in the
-RPM layout with the same profile, its profile use checked like the release
-build's. Every run proves the packaged server is a checked binary by comparing
-its GNU build-id with that build tree's before anything is published. A PGO
-build that did not pass its profile check is never packaged; --as-plain
-packages a plain build of its configuration instead.
+from MariaDB's own -DRPM=<target> route (its install rules and CPack) over a
+tree configured in the RPM layout that holds the checked build's files. Every
+run proves the packaged server is a checked binary by comparing its GNU
+build-id with that build tree's before anything is published. A PGO build that
+did not pass its profile check is never packaged; --as-plain packages a plain
+build of its configuration instead.
 
     pgo package --workdir W --format bintar|rpm|deb --out DIR [--as-plain]
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -22,9 +23,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, debpackages
+from pgo import PipelineError, atomic, contract, debpackages, protocol
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import server_binary
+from pgo.readers import read_json
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
 from pgo.runner import say
 from pgo.toolchain import built_with_lto
@@ -109,7 +111,7 @@ def load_build(workdir_path, release=1):
 
 def source_of(workdir):
     """The build's source, held in its line's shared tree while the packagers read it (CPack's
-    install rules and the debs take files from the source; the rpm build compiles it)."""
+    install rules and the debs take files from the source; the rpm tree configures from it)."""
     from pgo.phases import Context, source_tree
     return source_tree(Context(workdir, workdir.load_settings()))
 
@@ -132,7 +134,7 @@ def cmd_package(args):
     workdir = Workdir(args.workdir)
     if not workdir.root.is_dir():
         raise PipelineError(f"work directory {workdir.root} does not exist")
-    # The rpm build writes into the work directory, and a phase run meanwhile would change what is packaged.
+    # The rpm tree is made in the work directory, and a phase run meanwhile would change what is packaged.
     with workdir.locked():
         publish(args)
 
@@ -152,7 +154,7 @@ def publish(args):
         folder.mkdir()
         folder.chmod(0o755)
         with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch, source_of(build.workdir):
-            # A maker returns the build it packaged: this one, or the format's own rebuild.
+            # A maker returns the build it packaged (an --as-plain one is package-plain/'s).
             packaged, packages = MAKERS[args.format](build, folder, Path(scratch))
         identity = check_identity(packaged, args.format, packages)
         write_buildinfo(packaged, args.format, folder, packages, identity)
@@ -268,13 +270,13 @@ def cpack_setting(tree, name):
     return match.group(1)
 
 
-def cpack(build, generator, scratch, settings, env=None):
+def cpack(build, generator, scratch, settings, env=None, tree=None):
     """Run the build tree's own CPack configuration, without rebuilding anything.
 
     `make package` would first run the build; the build is the pipeline's
     checked phase, and the identity check proves it was not redone.
     """
-    args = ["cpack", "--config", build.tree / "CPackConfig.cmake", "-G", generator, "-B", scratch]
+    args = ["cpack", "--config", (tree or build.tree) / "CPackConfig.cmake", "-G", generator, "-B", scratch]
     if built_with_lto(build.info["flags"]):
         # The static libraries' LTO bytecode only this GCC can read: packages carry their machine code.
         settings = {**settings, "CPACK_PRE_BUILD_SCRIPTS": RECIPES / "strip-lto-bytecode.cmake"}
@@ -296,23 +298,27 @@ def make_bintar(build, folder, scratch):
     return build, [Path(shutil.move(tarball, folder / tarball.name))]
 
 
-# --- rpm: MariaDB's -DRPM=<target> build, with the checked build's profile ---
+# --- rpm: MariaDB's -DRPM=<target> packaging of the checked build -------------
 
 def make_rpm(build, folder, scratch):
-    """The rpm set the way MariaDB's release builds make it: the configuration
-    built again with -DRPM=<target> (cmake/cpack_rpm.cmake: distribution layout,
-    one rpm per component group), optimised with the same profile, its profile
-    use checked like the release build's, then packaged by its own CPack setup."""
+    """The rpm set the way MariaDB's release builds make it (cmake/cpack_rpm.cmake: the
+    distribution layout, one rpm per component group), made from the checked build's own
+    files: a tree configured like it with -DRPM=<target> and never compiled holds them,
+    and its install rules and CPack package them. MariaDB's release builds compile the
+    configuration again for this; here that third compile (an hour of a full build on
+    the build VM) would give binaries no check has seen."""
     spec = recipe("rpm", build)
-    rebuilt = rebuild(build, "rpm", [f"-DRPM={spec['target']}"])
+    # In the work directory, beside the build tree, so that its files can be hard links to the build's.
+    tree = rpm_tree(build, spec, build.workdir.root / protocol.RPM_TREE)
     settings = {
         **spec.get("cpack", {}),
-        "CPACK_RPM_PACKAGE_VERSION": rebuilt.package_version,
-        "CPACK_RPM_PACKAGE_RELEASE": str(rebuilt.release),
+        "CPACK_RPM_PACKAGE_VERSION": build.package_version,
+        "CPACK_RPM_PACKAGE_RELEASE": str(build.release),
         "CPACK_RPM_FILE_NAME": "RPM-DEFAULT",
-        "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(rebuilt, spec, scratch / "changelog"),
+        "CPACK_RPM_CHANGELOG_FILE": write_rpm_changelog(build, spec, scratch / "changelog"),
+        **layout_file_list(spec, tree),
     }
-    if rebuilt.info.get("bolt"):
+    if build.info.get("bolt"):
         # CPack's strip is binutils' strip on every binary, which breaks a BOLTed one: rpmbuild's strip
         # (%__strip below) strips the others and leaves it as BOLT wrote it.
         settings["CPACK_STRIP_FILES"] = "OFF"
@@ -322,29 +328,96 @@ def make_rpm(build, folder, scratch):
     home.mkdir()
     (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n"
                                      f"%__strip {RECIPES / 'strip-unless-bolted.sh'}\n")
-    cpack(rebuilt, "RPM", scratch / "cpack", settings, env={"HOME": str(home)})
+    cpack(build, "RPM", scratch / "cpack", settings, env={"HOME": str(home)}, tree=tree)
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
     if not rpms:
         raise PipelineError("cpack made no rpm files")
-    return rebuilt, [Path(shutil.move(rpm, folder / rpm.name)) for rpm in rpms]
+    return build, [Path(shutil.move(rpm, folder / rpm.name)) for rpm in rpms]
 
 
-def rebuild(build, fmt, cmake_extra):
-    """The checked build's configuration built again with a format's CMake options.
+# What a build tree holds that no install rule reads: the objects, the profile's notes, CMake's own.
+NOT_INSTALLED = {".o", ".obj", ".gcno", ".gcda", ".d"}
 
-    A PGO build reuses its own archived profile (the reuse pipeline: one
-    compile, no training), with the limits any reuse has; a plain build stays
-    plain. It lives in the work directory's package-<format>/ and resumes there.
-    """
-    from pgo import archive, reuse
-    settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
-    if build.label:
-        entry = archive.archived_entry(build.workdir, "packaged")
-        manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
-        max_mismatch, min_coverage = reuse.reuse_limits(manifest)
-        settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
-    return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",
-                        build.release)
+
+def rpm_tree(build, spec, root):
+    """A tree configured with the checked build's own CMake command plus -DRPM=<target>, and
+    the files that build made: what configuring wrote (scripts, .cnf, units with the RPM
+    layout's paths) is the RPM tree's, every other file the checked build's, byte for byte."""
+    from pgo.phases import Context, configure_command
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    tree = root / "tree"
+    extra = [f"-DRPM={spec['target']}"]
+    layout = spec.get("layout_cnf")
+    if layout:
+        # An install rule for the layout file, declared in the project by CMake's project include hook;
+        # the file itself is written below, from the layout the configure step chose.
+        hook = root / "layout.cmake"
+        hook.write_text(f'install(FILES "{root}/{layout["name"]}" DESTINATION "{layout["destination"]}"\n'
+                        f'        COMPONENT {layout["component"]})\n')
+        extra.append(f"-DCMAKE_PROJECT_{layout['project']}_INCLUDE={hook}")
+    ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
+    recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
+    comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
+    say(f"  configuring {tree} with -DRPM={spec['target']} (configure only: the packaged files are the checked "
+        "build's)")
+    run(configure_command(ctx, build.variant, tree, comment, extra))
+    linked = take_built_files(build.tree, tree)
+    say(f"  {linked} files of the checked build linked into the RPM tree")
+    if layout:
+        write_layout_cnf(layout, tree, root / layout["name"])
+    return tree
+
+
+def take_built_files(built, tree):
+    count = 0
+    for folder, dirs, files in os.walk(built):
+        dirs[:] = [d for d in dirs if d != "CMakeFiles"]
+        into = tree / Path(folder).relative_to(built)
+        for name in files:
+            source, target = Path(folder) / name, into / name
+            if Path(name).suffix in NOT_INSTALLED or target.exists() or target.is_symlink():
+                continue
+            into.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                target.symlink_to(os.readlink(source))
+            else:
+                try:
+                    os.link(source, target)
+                except OSError:
+                    shutil.copy2(source, target)
+            count += 1
+    return count
+
+
+def write_layout_cnf(layout, tree, path):
+    """The recipe's layout file, its @VARIABLE@s the RPM tree's CMake cache values (MariaDB's
+    RPM install layout): where the rpms put what the checked programs look for elsewhere."""
+    cache = {}
+    for line in (tree / "CMakeCache.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z_0-9]+):[A-Z]+=(.*)$", line)
+        if match:
+            cache[match.group(1)] = match.group(2)
+
+    def value(match):
+        if match.group(1) not in cache:
+            raise PipelineError(f"{path.name}: the RPM tree's CMake cache has no {match.group(1)}")
+        return cache[match.group(1)]
+
+    template = (RECIPES / "rpm" / layout["template"]).read_text()
+    path.write_text(re.sub(r"@([A-Za-z_0-9]+)@", value, template))
+
+
+def layout_file_list(spec, tree):
+    """The layout file is a configuration file (%config(noreplace)), in the package group's
+    own list of them when the project keeps one."""
+    layout = spec.get("layout_cnf")
+    if not layout:
+        return {}
+    name = f"CPACK_RPM_{layout['group']}_USER_FILELIST"
+    match = re.search(rf'^set\({name} "([^"]*)"\)', (tree / "CPackConfig.cmake").read_text(), re.M)
+    entry = f"%config(noreplace) {layout['destination']}/{layout['name']}"
+    return {name: f"{match.group(1)};{entry}" if match and match.group(1) else entry}
 
 
 def plain_build(workdir_path, release):

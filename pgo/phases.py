@@ -17,7 +17,7 @@ from pgo import REPO, PipelineError, bolt, contract, lines, profile, proof, reus
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
 from pgo.config import build_config, server_binary
-from pgo.protocol import DEFAULT_TEST_SET
+from pgo.protocol import CONFIGURE_RECORD, DEFAULT_TEST_SET
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
 from pgo.workdir import read_json
@@ -107,14 +107,13 @@ def reads_source(name):
     return "src" in PHASES[name].inputs
 
 
-def build_variant(ctx, log, variant, comment):
-    """Configure and compile one variant; the optimised one always from scratch."""
-    build_dir = ctx.workdir.build(variant)
-    compile_flags, link_flags = config_flags(variant, ctx.config, ctx.profile, build_dir)
+def configure_command(ctx, variant, build_dir, comment, extra=()):
+    """The CMake command that configures one variant of the work directory's build into build_dir."""
+    compile_flags, link_flags = config_flags(variant, ctx.config, ctx.profile, ctx.workdir.build(variant))
     # CMake puts these strings into the compile commands the shell runs: quote each
     # flag, so that a work directory with a space in its path builds too.
     compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
-    args = [
+    return [
         # The shared tree's own path, the same for every build of this source.
         "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
@@ -128,11 +127,18 @@ def build_variant(ctx, log, variant, comment):
         # The commands CMake generated, without a launcher: the optimisation level each object asks
         # for, which its own record must show (pgo/proof.py).
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        *extra,
     ]
+
+
+def build_variant(ctx, log, variant, comment):
+    """Configure and compile one variant; the optimised one always from scratch."""
+    build_dir = ctx.workdir.build(variant)
+    args = configure_command(ctx, variant, build_dir, comment)
     # CMake reads a compiler launcher from the environment at a tree's first configure only: a tree
     # configured in another environment is configured again.
     configured = [str(a) for a in args] + [f"{name}={value}" for name, value in ctx.environment.items()]
-    recorded = build_dir / "pgo-configure.json"
+    recorded = build_dir / CONFIGURE_RECORD
     same = recorded.is_file() and read_json(recorded) == configured
     # The profile is no ninja dependency: an incremental optimised build would
     # keep objects optimised with an older profile.

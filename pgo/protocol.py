@@ -24,6 +24,9 @@ BUILD_INFO = "build-info.json"
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 STAGE = "stage"         # the installed tree the packagers, the tests and the benchmark take
 TESTS = "tests"         # tests/<set>/: the test phase's results, one folder per test set
+RPM_TREE = "rpm-tree"   # `pgo package --format rpm`'s configured, never compiled, RPM-layout tree
+# ... in a build tree: the CMake command (and environment) it was configured with
+CONFIGURE_RECORD = "pgo-configure.json"
 # ... in tests/<set>/ (pgo/testrun.py)
 TEST_RESULTS, JUNIT, SKIP_LIST, TEST_VERDICT = "results.json", "junit.xml", "skip.list", "verdict.json"
 # ... in a folder `pgo package` published, beside its packages

@@ -105,21 +105,28 @@ def test_rpm_metadata_and_contents(published):
     assert "profile 1.0.0-" in query("server", "--changelog")
     # The project's own -DRPM layout: the distribution's directories, one package each part.
     assert query("server", "--list").split() == ["/usr/bin/fixture"]
-    assert query("common", "--list").split() == ["/usr/share/fixture", "/usr/share/fixture/VERSION"]
+    assert query("common", "--list").split() == ["/etc/fixture", "/etc/fixture/40-pgo-layout.cnf",
+                                                  "/usr/share/fixture", "/usr/share/fixture/VERSION"]
+    assert query("common", "--configfiles").split() == ["/etc/fixture/40-pgo-layout.cnf"]
     # The test suite, as MariaDB-test carries mtr: what `pgo prove` runs its smoke set with.
     assert "/usr/share/fixture/test/run" in query("test", "--list").split()
     assert {"fixture-server", "python3"} <= set(query("test", "--requires").split())
 
 
-def test_rpm_is_its_own_build_with_the_same_profile(builds, published):
-    """The -DRPM build reuses the archived profile; its profile use is checked and recorded."""
+def test_rpm_carries_the_checked_binary_and_compiles_nothing(builds, published):
+    """The -DRPM tree is configured, never compiled: its install rules package the checked build's files."""
     info = buildinfo(published["pgo", "rpm"])
     trained = json.loads((builds / "pgo" / "build-info.json").read_text())
-    assert info["cmake_args"][-1] == "-DRPM=generic" and "-DRPM=generic" not in trained["cmake_args"]
-    assert info["profile_id"] == info["profile_use"]["profile_id"] == trained["profile_id"]
-    assert info["profile_use"]["hot_coverage"] == 1.0 and info["profile_use"]["coverage_mismatch"] == 0
-    rebuilt = builds / "pgo" / "package-rpm" / "build" / "pgo" / "fixture"
-    assert info["binary"]["build_id"] == build_id(rebuilt)
+    assert info["cmake_args"] == trained["cmake_args"] and info["profile_use"] == trained["check"]
+    assert info["binary"]["build_id"] == build_id(builds / "pgo" / "build" / "pgo" / "fixture")
+    tree = builds / "pgo" / "rpm-tree" / "tree"
+    assert "RPM:UNINITIALIZED=generic" in (tree / "CMakeCache.txt").read_text()
+    assert not list(tree.rglob("*.o")) and not (builds / "pgo" / "package-rpm").exists()
+    # the checked binary itself, linked into the RPM tree
+    assert (tree / "fixture").stat().st_ino == (builds / "pgo" / "build" / "pgo" / "fixture").stat().st_ino
+    # the layout file, its paths the RPM tree's cache values
+    cnf = (builds / "pgo" / "rpm-tree" / "40-pgo-layout.cnf").read_text()
+    assert "share = /usr/share/fixture\n" in cnf and "@" not in cnf
 
 
 def test_deb_control_and_contents(published):
@@ -282,14 +289,3 @@ def test_a_failing_recipe_leaves_no_partial_folder(builds):
     result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False)
     assert result.returncode == 1 and "no CPack configuration" in result.stderr
     assert not out.exists() and not list(out.parent.glob(".nocpack*"))
-
-
-def test_an_rpm_of_an_unarchived_profile_is_refused(builds):
-    workdir = builds / "unarchived"
-    shutil.copytree(builds / "pgo", workdir, symlinks=True, ignore=shutil.ignore_patterns("package-rpm"))
-    (workdir / "archive.json").unlink()
-    out = builds / "out" / "unarchived"
-    result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False)
-    assert result.returncode == 1 and "the profile is not archived" in result.stderr
-    assert not out.exists()
-
