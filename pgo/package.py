@@ -361,12 +361,42 @@ def rpm_tree(build, spec, root):
     comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
     say(f"  configuring {tree} with -DRPM={spec['target']} (configure only: the packaged files are the checked "
         "build's)")
+    # CMake's file API: the targets the configured tree would build and install, whatever its generator.
+    (tree / ".cmake/api/v1/query/codemodel-v2").parent.mkdir(parents=True)
+    (tree / ".cmake/api/v1/query/codemodel-v2").touch()
     run(configure_command(ctx, build.variant, tree, comment, extra))
+    require_same_targets(build.tree, tree)
     linked = take_built_files(build.tree, tree)
     say(f"  {linked} files of the checked build linked into the RPM tree")
     if layout:
         write_layout_cnf(layout, tree, root / layout["name"])
     return tree
+
+
+def installed_artifacts(tree):
+    """The files of the targets a configured tree installs, relative to it (CMake's codemodel reply)."""
+    reply = tree / ".cmake/api/v1/reply"
+    index = max(reply.glob("index-*.json"), default=None)
+    if index is None:
+        raise PipelineError(f"CMake wrote no file-API reply into {reply}")
+    model = next(o for o in read_json(index, "CMake's file-API index")["objects"] if o["kind"] == "codemodel")
+    found = set()
+    for configuration in read_json(reply / model["jsonFile"], "CMake's codemodel")["configurations"]:
+        for target in configuration["targets"]:
+            detail = read_json(reply / target["jsonFile"], "a target of CMake's codemodel")
+            if "install" in detail:
+                found |= {artifact["path"] for artifact in detail.get("artifacts", ())}
+    return found
+
+
+def require_same_targets(built, tree):
+    """Configuring finds the machine's libraries again: one installed or removed since the build
+    turns a plugin on or off, and the RPM tree would then package files the build never made."""
+    missing = sorted(path for path in installed_artifacts(tree) if not (built / path).exists())
+    if missing:
+        raise PipelineError(f"configured with -DRPM, this machine builds {len(missing)} installed target(s) the "
+                            f"checked build did not make ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}"
+                            "): its libraries changed since the build; package it where it was built")
 
 
 def take_built_files(built, tree):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pgo import atomic
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"
 
@@ -47,6 +49,12 @@ def searchable(folder):
     return folder
 
 
+def session_running(folder):
+    """Whether the pytest session that made `folder` (pytest-pgo-<uid>-<pid>-<random>) still runs."""
+    pid = folder.name.split("-")[3]
+    return pid.isdigit() and len(folder.name.split("-")) > 4 and atomic.alive(int(pid))
+
+
 class SearchableTempPathFactory(pytest.TempPathFactory):
     """Temporary folders the test user can search.
 
@@ -54,15 +62,19 @@ class SearchableTempPathFactory(pytest.TempPathFactory):
     refuses root, pgo/testrun.py), and that user must reach the staged trees in the temporary
     folders. pytest makes them private (0700), and resets its shared root to 0700 whenever a
     session starts; so each session has a folder of its own in the system's temporary folder,
-    searchable by others (not listable), and the newest KEEP_SESSIONS are kept for a look.
+    searchable by others (not listable), and the newest KEEP_SESSIONS of the finished ones are kept
+    for a look.
     """
 
     def getbasetemp(self):
         if self._basetemp is None:
-            old = sorted(Path(tempfile.gettempdir()).glob(f"pytest-pgo-{os.getuid()}-*"), key=os.path.getmtime)
+            # Never a running session's (two sessions on one machine): its folder names its pid.
+            old = sorted((f for f in Path(tempfile.gettempdir()).glob(f"pytest-pgo-{os.getuid()}-*")
+                          if not session_running(f)), key=os.path.getmtime)
             for folder in old[:max(0, len(old) - KEEP_SESSIONS + 1)]:
                 shutil.rmtree(folder, ignore_errors=True)
-            self._basetemp = searchable(Path(tempfile.mkdtemp(prefix=f"pytest-pgo-{os.getuid()}-")).resolve())
+            prefix = f"pytest-pgo-{os.getuid()}-{os.getpid()}-"
+            self._basetemp = searchable(Path(tempfile.mkdtemp(prefix=prefix)).resolve())
         return self._basetemp
 
     def mktemp(self, basename, numbered=True):

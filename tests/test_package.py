@@ -289,3 +289,16 @@ def test_a_failing_recipe_leaves_no_partial_folder(builds):
     result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False)
     assert result.returncode == 1 and "no CPack configuration" in result.stderr
     assert not out.exists() and not list(out.parent.glob(".nocpack*"))
+
+
+def test_an_rpm_is_refused_where_configuring_finds_other_targets(builds):
+    """The RPM tree is configured again: on a machine whose libraries changed since the build it would
+    package a plugin the checked build never made. Refused with the targets named, nothing published."""
+    workdir = builds / "changed-machine"
+    shutil.copytree(builds / "pgo", workdir, symlinks=True, ignore=shutil.ignore_patterns("rpm-tree"))
+    out = builds / "out" / "changed-machine"
+    result = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out, check=False,
+                     env={"FIXTURE_PLUGIN": "found"})
+    assert result.returncode == 1, result.stdout
+    assert "builds 1 installed target(s) the checked build did not make (libfixture_plugin.so)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
