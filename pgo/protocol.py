@@ -72,6 +72,7 @@ DEFAULT_TEST_SET = "release"        # pgo/configs.toml's test set a build runs u
 # --- records the master reads -------------------------------------------------------------------
 
 VERSION_RECORD = "version.json"     # `pgo latest --record`: {"version": ..., "how": ...}
+BENCH_RESULT = "result.json"        # in `pgo bench --out`'s folder: the measurements, the analysis, the verdict
 
 
 def version_record(version: str, how: str) -> dict[str, str]:
