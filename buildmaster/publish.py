@@ -1,17 +1,16 @@
 """Publishing on the master: a staging folder becomes a download folder in one rename.
 
 A build uploads everything into a staging folder next to the downloads (same
-file system, so the rename is atomic), and only its last step publishes:
+file system, so the rename is atomic: pgo/atomic.py reveal), and only its last step publishes:
 readers see a complete folder with its sha256sums.txt or no folder at all.
 Nothing published is ever replaced.
 """
 
-import os
 import shutil
 import time
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, atomic
 from pgo.checksums import SUMS, write_sha256sums
 
 STAGING = ".incoming"
@@ -39,8 +38,10 @@ def publish(staging, destination):
     if not staging.is_dir() or not any(p.is_file() for p in staging.rglob("*")):
         raise PublishError(f"nothing to publish: the build uploaded no files into {staging}")
     count = write_sha256sums(staging)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(staging, destination)
+    try:
+        atomic.reveal(staging, destination)
+    except FileExistsError:
+        raise PublishError(f"{destination} is already published; a release is never replaced") from None
     return count
 
 

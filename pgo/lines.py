@@ -8,11 +8,13 @@ line a person reads and the summary the master makes of the same record stand he
 """
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pgo.profile import SUM_MAX_RULE, WORKING_SET_RULE
 
 
-def tagged(tag, text):
+def tagged(tag: str, text: object) -> str:
     """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
     return f"[{tag}] {text}"
 
@@ -41,7 +43,7 @@ PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \
                       r"|^\[(?:train|bolt)\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
-def progress(line):
+def progress(line: str) -> str | None:
     """The step summary a progress line stands for ("compile 345/1198", "pass 3 of 24"), or None."""
     match = PROGRESS.match(line)
     return next(group for group in match.groups() if group) if match else None
@@ -82,7 +84,7 @@ def si(count):
     return str(count)
 
 
-def profile_check_summary(figures):
+def profile_check_summary(figures: Mapping[str, Any]) -> str:
     """The build's summary of its profile check, from the record the check wrote (profile-check.json):
     the headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
     headline = (f"profile {figures['profile_id']}: {figures['build_objects_with_profile']} of "
@@ -110,7 +112,7 @@ def profile_use(profile_id, verdict):
                                f"{verdict['functions_without_profile']} functions without profile")
 
 
-def profile_use_summary(verdict):
+def profile_use_summary(verdict: Mapping[str, Any]) -> str:
     """The build's summary of the optimised build's verdict, from its record (profile-use.json)."""
     stale = "stale " if verdict.get("stale") else ""
     return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects, "
@@ -129,20 +131,20 @@ def bolt_check(check):
                           f"functions laid out anew, {check['hot_text_bytes']} bytes of hot text{branches}")
 
 
-def bolt_check_summary(check):
+def bolt_check_summary(check: Mapping[str, Any]) -> str:
     """The build's summary of BOLT's check, from its record (bolt.json)."""
     return (f"BOLT {'passed' if check['passed'] else 'failed'}: {check['profiled_functions']} of "
             f"{check['functions']} functions profiled, {check['stale_share']:.0%} stale, "
             f"{check['hot_text_bytes']} bytes of hot text;")
 
 
-def bench_verdict(verdict):
+def bench_verdict(verdict: Mapping[str, Any]) -> str:
     """The gate's decision (pgo/bench/gate.py evaluate) in one line."""
     action = "publish" if verdict["publish"] else "do not publish"
     return tagged("bench", f"verdict: {verdict['outcome'].upper()}, {action}: {verdict['summary']}")
 
 
-def bench_verdict_summary(result):
+def bench_verdict_summary(result: Mapping[str, Any]) -> str:
     """The build's summary of the gate's decision, from the benchmark's record (its result.json)."""
     verdict = result["verdict"]
     return f"{verdict['summary']} ({verdict['outcome']});"
@@ -154,7 +156,7 @@ def latest_version(version, how):
     return tagged("version", f"latest is {version}: {how}")
 
 
-def test_result(results):
+def test_result(results: Mapping[str, Any]) -> str:
     """A test run's counts (pgo/testrun.py), e.g. `mtr release: 1060 passed, 0 failed, 235 skipped, 8.2 min`."""
     counts = results["counts"]
     flaky = f", {len(results['flaky'])} flaky" if results["flaky"] else ""
@@ -162,18 +164,18 @@ def test_result(results):
             f"{counts['skipped']} skipped{flaky}, {results['seconds'] / 60:.1f} min")
 
 
-def test_result_summary(results):
+def test_result_summary(results: Mapping[str, Any]) -> str:
     """The build's summary of a test run, from its record (tests/<set>/results.json)."""
     return f"{test_result(results)};"
 
 
-def test_verdict(verdict):
+def test_verdict(verdict: Mapping[str, Any]) -> str:
     """The test verdict (pgo/testrun.py verdict) in one line; its problems come as the error line."""
     outcome = "PASSED" if verdict["passed"] else "REFUSED"
     return tagged("test-verdict", f"{verdict['set']} {outcome}: {verdict_body(verdict)}")
 
 
-def verdict_body(verdict):
+def verdict_body(verdict: Mapping[str, Any]) -> str:
     c, b = verdict["candidate"], verdict["baseline"]
     plain = f"plain build {b['passed']} passed, {b['failed']} failed" if b else "no plain build"
     environment = verdict["environment_failures"]
@@ -182,6 +184,6 @@ def verdict_body(verdict):
     return f"optimised build {c['passed']} passed, {c['failed']} failed; {plain}{shared}"
 
 
-def test_verdict_summary(verdict):
+def test_verdict_summary(verdict: Mapping[str, Any]) -> str:
     """The build's summary of the test verdict, from its record (tests/<set>/verdict.json)."""
     return f"tests {verdict['set']} {'passed' if verdict['passed'] else 'refused'}: {verdict_body(verdict)};"

@@ -15,14 +15,13 @@ packages a plain build of its configuration instead.
 
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, debpackages
+from pgo import PipelineError, atomic, contract, debpackages, process
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import server_binary
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
@@ -115,11 +114,10 @@ def source_of(workdir):
 
 
 def build_id(path):
-    try:
-        notes = subprocess.run(["readelf", "-n", str(path)], check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise PipelineError(f"cannot read the ELF notes of {path}: {e}") from e
-    match = BUILD_ID.search(notes)
+    done = process.run(["readelf", "-n", path])
+    if done.returncode != 0:
+        raise PipelineError(f"cannot read the ELF notes of {path}: {process.last_lines(done, 1)}")
+    match = BUILD_ID.search(done.stdout)
     if not match:
         raise PipelineError(f"{path} has no GNU build-id, so its identity cannot be checked "
                             "(link with --build-id)")
@@ -225,7 +223,7 @@ def extract_named(fmt, package, name, into):
     if fmt == "bintar":
         return extract_from_tar(tarfile.open(package, "r:*"), name, into)
     if fmt == "deb":
-        stream = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(package)], stdout=subprocess.PIPE)
+        stream = process.start(["dpkg-deb", "--fsys-tarfile", package], stdout=process.PIPE)
         try:
             return extract_from_tar(tarfile.open(fileobj=stream.stdout, mode="r|"), name, into)
         finally:
@@ -336,11 +334,11 @@ def rebuild(build, fmt, cmake_extra):
     compile, no training), with the limits any reuse has; a plain build stays
     plain. It lives in the work directory's package-<format>/ and resumes there.
     """
-    from pgo import archive, reuse
+    from pgo import archive, archive_model, reuse
     settings = replace(build.workdir.load_settings(), cmake_extra=tuple(cmake_extra), profile_dir=None)
     if build.label:
         entry = archive.archived_entry(build.workdir, "packaged")
-        manifest = archive.find(archive.root_of(settings.archive), entry).manifest()
+        manifest = archive.find(archive_model.root_of(settings.archive), entry).manifest()
         max_mismatch, min_coverage = reuse.reuse_limits(manifest)
         settings = replace(settings, profile_from=entry, max_mismatch=max_mismatch, min_hot_coverage=min_coverage)
     return build_nested(build.workdir.root / f"package-{fmt}", settings, f"{fmt} build ({' '.join(cmake_extra)})",

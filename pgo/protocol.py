@@ -48,6 +48,12 @@ def test_results(workdir: str, test_set: str) -> str:
 
 CURRENT_IMAGE = "current.json"      # <images>/current.json: the image a rollout made current
 
+# --- the master's Buildbot stack ------------------------------------------------------------------
+
+# Its pins, relative to the repository: ./release installs them, and a VM image's worker is pinned to
+# the same stack.
+MASTER_REQUIREMENTS = "requirements/master.txt"
+
 # --- the environment a Buildbot step gives `python3 -m pgo` --------------------------------------
 
 # The build that ran the command, recorded in an archived profile's manifest (pgo/archive.py).

@@ -292,11 +292,12 @@ def publish(result, out):
     result["verdict"] = gate.evaluate(result["analysis"], s["min_speedup"], s["inconclusive"], stopped)
     out.mkdir(parents=True, exist_ok=True)
     figures = plots.draw_all(result, out)
-    (out / "report.md").write_text(report.render(result, figures))
+    rendered = out / "report.md"
+    rendered.write_text(report.render(result, figures))
     atomic.write(out / BENCH_RESULT, (json.dumps(result, indent=1, allow_nan=False) + "\n").encode())
     verdict = result["verdict"]
     for check in verdict["checks"]:
         print(lines.tagged("bench", f"{check['status']}: {check['text']}"), flush=True)
     print(lines.bench_verdict(verdict), flush=True)
-    print(lines.tagged("bench", f"report: {out / 'report.md'}"), flush=True)
+    print(lines.tagged("bench", f"report: {rendered}"), flush=True)
     return 0 if verdict["publish"] else 1
