@@ -13,6 +13,9 @@ Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 """
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
@@ -42,11 +45,11 @@ MAX_STEP_TIME = 6 * 3600
 BENCHMARKED_PRODUCTS = ("mariadb",)
 
 
-def in_workdir(name):
+def in_workdir(name: str) -> Callable[[str, str], str]:
     return lambda root, test_set: f"{root}/{name}"
 
 
-def in_test_results(name):
+def in_test_results(name: str) -> Callable[[str, str], str]:
     return lambda root, test_set: f"{protocol.test_results(root, test_set)}/{name}"
 
 
@@ -114,7 +117,7 @@ def result_reading(name, workdir):
             "warns": failed_tests if name == "test" else None}
 
 
-def failed_tests(results):
+def failed_tests(results: Mapping[str, Any]) -> bool:
     """A test run that completed with failed tests: warnings on its step, the verdict step decides."""
     return results["counts"]["failed"] > 0
 

@@ -6,6 +6,7 @@ readers see a complete folder with its sha256sums.txt or no folder at all.
 Nothing published is ever replaced.
 """
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -21,16 +22,16 @@ class PublishError(PipelineError):
     pass
 
 
-def staging_dir(downloads, build_name):
+def staging_dir(downloads: str | os.PathLike, build_name: str) -> Path:
     return Path(downloads) / STAGING / build_name
 
 
-def release_dir(downloads, version, platform):
+def release_dir(downloads: str | os.PathLike, version: str, platform: str) -> Path:
     """Where a release of version built for platform is published."""
     return Path(downloads) / version / platform
 
 
-def publish(staging, destination):
+def publish(staging: str | os.PathLike, destination: str | os.PathLike) -> int:
     """Checksum staging and rename it to destination; returns the number of files published."""
     staging, destination = Path(staging), Path(destination)
     if destination.exists():
@@ -45,25 +46,25 @@ def publish(staging, destination):
     return count
 
 
-def packages(folder):
+def packages(folder: str | os.PathLike) -> list[str]:
     """The packages of a published folder (in its format folders), as relative paths."""
     folder = Path(folder)
     return sorted(str(path.relative_to(folder)) for path in folder.glob("*/*")
                   if path.is_file() and path.name.endswith(PACKAGE_SUFFIXES))
 
 
-def test_reports(folder):
+def test_reports(folder: str | os.PathLike) -> list[str]:
     """The JUnit files of a published folder's test runs (tests/<build>/junit.xml), as relative paths."""
     folder = Path(folder)
     return sorted(str(path.relative_to(folder)) for path in folder.glob("tests/*/junit.xml") if path.is_file())
 
 
-def nightly_name(version, build_number, now=None):
+def nightly_name(version: str, build_number: object, now: float | None = None) -> str:
     """Names sort by time, so the oldest nightly comes first."""
     return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{version}-b{build_number}"
 
 
-def prune_nightlies(folder, keep):
+def prune_nightlies(folder: str | os.PathLike, keep: int) -> list[str]:
     """Delete all but the newest `keep` nightly folders; returns the names deleted."""
     folder = Path(folder)
     nightlies = sorted(p for p in folder.iterdir() if p.is_dir() and (p / SUMS).is_file())
@@ -73,5 +74,5 @@ def prune_nightlies(folder, keep):
     return [p.name for p in doomed]
 
 
-def discard(staging):
+def discard(staging: str | os.PathLike) -> None:
     shutil.rmtree(staging, ignore_errors=True)

@@ -78,7 +78,7 @@ def compiler_target(cc):
 
 # --- entries ------------------------------------------------------------------
 
-def kind_of(entry):
+def kind_of(entry: Entry) -> str:
     """An entry's kind, read under its lock: never between the steps of a promotion."""
     with held(entry):
         return proven_kind(entry)

@@ -24,13 +24,14 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pgo import PipelineError, contract, lines, process
 from pgo.atomic import write_json
 from pgo.config import TESTS_DIR, TestSet, TestSuite, build_config
 from pgo.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
 from pgo.runner import CommandTimedOut
-from pgo.workdir import read_json
+from pgo.workdir import Workdir, read_json
 
 TEST_USER = "pgo-test"
 RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
@@ -352,7 +353,8 @@ def load_results(workdir, set_name):
     return results
 
 
-def judge(candidate, baseline, set_name=None, max_environment_failures=None):
+def judge(candidate: Workdir, baseline: Workdir | None, set_name: str | None = None,
+          max_environment_failures: int | None = None) -> dict[str, Any]:
     """`pgo test-verdict`: judge the candidate work directory's results of a test set (default: its own)
     against the baseline's (a work directory, or None); record the verdict beside the results, print
     it, and refuse the build it does not pass."""
