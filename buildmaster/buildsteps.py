@@ -1,15 +1,13 @@
 """Custom build steps.
 
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
-it prints into the step's summary: `[instrumented] compile 345/1164` and
-`[bench] pair 7 (max 20): ...` lines into live progress, and the one line that
-states a command's result (the benchmark's verdict, the tests' counts and
-verdict) into the build's summary; pgo/lines.py reads those lines, beside the
-code that prints them. Where the command wrote its result as a JSON record (the
-profile check, the profile use, BOLT's check, which version 'latest' is:
-pgo/protocol.py), the step reads that record from the worker instead. The
-master-side steps publish a build's uploads, and stop a build request that
-keeps losing its worker.
+it prints into the step's live progress (`[instrumented] compile 345/1164`,
+`[bench] pair 7 (max 20): ...`; pgo/lines.py reads those lines, beside the code
+that prints them), and the JSON record the command wrote on the worker (the
+profile check, the profile use, BOLT's check, the tests' counts and verdict,
+the benchmark's verdict, which version 'latest' is: pgo/protocol.py) into the
+build's summary. The master-side steps publish a build's uploads, and stop a
+build request that keeps losing its worker.
 """
 
 from pathlib import Path
@@ -41,23 +39,26 @@ class OutputWatcher(logobserver.LogLineObserver):
 class PgoCommand(CompositeStepMixin, ShellCommand):
     """A pgo CLI command.
 
-    read_result (one of pgo.lines.RESULT_PARSERS) turns the command's result
-    line into the step's and the build's summary; or, after the command
-    succeeded, read_record turns the JSON record it wrote on the worker (the
-    path `record`) into them. A failed command's summary is its error line
-    (what `./release` prints for it too).
+    After the command succeeded, read_record turns the JSON record it wrote on the
+    worker (the path `record`) into the step's and the build's summary; warns(record)
+    says whether what the record tells is a warning (a test run with failed tests: the
+    verdict step decides). With verdict_on_failure, a command that failed without an
+    error line failed by the verdict it recorded (the benchmark's gate), which becomes
+    the step's summary. A failed command's summary is its error line (what `./release`
+    prints for it too).
     """
 
     renderables = ["record"]
 
-    def __init__(self, read_result=None, record=None, read_record=None, **kwargs):
+    def __init__(self, record=None, read_record=None, warns=None, verdict_on_failure=False, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
-        self.read_result = read_result
         self.record = record
         self.read_record = read_record
+        self.warns = warns
+        self.verdict_on_failure = verdict_on_failure
         self.latest_progress = None
-        self.results_read = []   # a command may print several result lines (the check: two)
+        self.result_line = None
         self.error = None
         self.addLogObserver("stdio", OutputWatcher(self))
 
@@ -66,43 +67,33 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         if progress:
             self.latest_progress = progress
             self.updateSummary()
-            return
-        result = self.read_result(line) if self.read_result else None
-        if result:
-            self.results_read.append(result)
-            self.updateSummary()
-
-    @property
-    def result_line(self):
-        return " ".join(self.results_read) or None
 
     def watch_errors(self, line):
         self.error = error_reason([line]) or self.error
 
     @defer.inlineCallbacks
     def run(self):
-        """A test run that completed with failed tests: warnings here, the verdict step decides."""
         result = yield super().run()
-        if result == SUCCESS and self.record:
+        if self.record and result == SUCCESS:
             result = yield self.take_record()
-        if result == SUCCESS and any(lines.failed_tests(line) for line in self.results_read):
-            return WARNINGS
+        elif self.record and result == FAILURE and self.verdict_on_failure and not self.error:
+            yield self.take_record(failed=True)
         return result
 
     @defer.inlineCallbacks
-    def take_record(self):
+    def take_record(self, failed=False):
         """The command's record, read from the worker, as the summary; a step whose record
-        cannot be read says so, with warnings (what it did succeeded)."""
+        cannot be read says so, with warnings (what it did succeeded), unless it failed."""
         text = yield self.getFileContentFromWorker(self.record)
         try:
             record = protocol.read_record(text, self.record)
         except ValueError as e:
-            self.error = str(e)
+            self.error = None if failed else str(e)
             return WARNINGS
         self.use_record(record)
-        self.results_read.append(self.read_record(record))
+        self.result_line = self.read_record(record)
         self.updateSummary()
-        return SUCCESS
+        return WARNINGS if self.warns and self.warns(record) else SUCCESS
 
     def use_record(self, record):
         """What a step does with its command's record besides summing it up."""

@@ -13,6 +13,9 @@ Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 """
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
@@ -21,7 +24,14 @@ from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoComma
 from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
-from pgo.lines import RESULT_PARSERS, bolt_check_summary, profile_check_summary, profile_use_summary
+from pgo.lines import (
+    bench_verdict_summary,
+    bolt_check_summary,
+    profile_check_summary,
+    profile_use_summary,
+    test_result_summary,
+    test_verdict_summary,
+)
 from pgo.phases import PIPELINES, runs
 from pgo.versions import LATEST
 
@@ -33,11 +43,22 @@ MAX_STEP_TIME = 6 * 3600
 
 # The benchmark measures servers; other products (the fixture) have none.
 BENCHMARKED_PRODUCTS = ("mariadb",)
+
+
+def in_workdir(name: str) -> Callable[[str, str], str]:
+    return lambda root, test_set: f"{root}/{name}"
+
+
+def in_test_results(name: str) -> Callable[[str, str], str]:
+    return lambda root, test_set: f"{protocol.test_results(root, test_set)}/{name}"
+
+
 # The phases whose result the build's summary takes from the record they wrote in the work
-# directory (pgo/protocol.py), and how.
-RECORDS = {"check": (protocol.PROFILE_CHECK, profile_check_summary),
-           "optimized": (protocol.PROFILE_USE, profile_use_summary),
-           "bolt": (protocol.BOLT_CHECK, bolt_check_summary)}
+# directory (pgo/protocol.py): where, of (work directory, test set), and how.
+RECORDS = {"check": (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
+           "optimized": (in_workdir(protocol.PROFILE_USE), profile_use_summary),
+           "bolt": (in_workdir(protocol.BOLT_CHECK), bolt_check_summary),
+           "test": (in_test_results(protocol.TEST_RESULTS), test_result_summary)}
 BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 
@@ -48,6 +69,7 @@ def on_worker(name):
 WORK = on_worker("work")
 PLAIN = on_worker("work-plain")
 BENCH = on_worker("bench")
+BENCH_RESULT = on_worker(f"bench/{protocol.BENCH_RESULT}")
 RELEASE_PROFILE = on_worker("release-profile")
 PACKAGES = on_worker("packages")
 VERSION_RECORD = on_worker(protocol.VERSION_RECORD)
@@ -87,11 +109,17 @@ def pgo_step(settings, name, args, **kwargs):
 
 
 def result_reading(name, workdir):
-    """How a phase's step reads its result: the record it wrote in workdir, or its result line."""
-    if name in RECORDS:
-        record, read_record = RECORDS[name]
-        return {"record": util.Transform(lambda root: f"{root}/{record}", workdir), "read_record": read_record}
-    return {"read_result": RESULT_PARSERS.get(name)}
+    """How a phase's step reads its result: the record it wrote in workdir, if it writes one."""
+    if name not in RECORDS:
+        return {}
+    where, read_record = RECORDS[name]
+    return {"record": util.Transform(where, workdir, TEST_SET), "read_record": read_record,
+            "warns": failed_tests if name == "test" else None}
+
+
+def failed_tests(results: Mapping[str, Any]) -> bool:
+    """A test run that completed with failed tests: warnings on its step, the verdict step decides."""
+    return results["counts"]["failed"] > 0
 
 
 def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwargs):
@@ -130,8 +158,9 @@ def test_verdict_step(settings, baseline):
     def compared_with(props):
         return ["--baseline", f"{props.getProperty('builddir')}/work-plain"] if baseline(props) else []
 
+    verdict = util.Transform(in_test_results(protocol.TEST_VERDICT), WORK, TEST_SET)
     return pgo_step(settings, "test-verdict", ["test-verdict", "--candidate", WORK, "--set", TEST_SET, compared_with],
-                    read_result=RESULT_PARSERS["test-verdict"])
+                    record=verdict, read_record=test_verdict_summary)
 
 
 def upload_test_results(settings, workdir_name, build_name, **kwargs):
@@ -225,7 +254,7 @@ def release_factory(settings, platform):
         "bench", "--baseline", on_worker(protocol.staged("work-plain")),
         "--candidate", on_worker(protocol.staged("work")),
         "--out", BENCH, *settings.bench_options, *gate_options(settings)],
-        read_result=RESULT_PARSERS["benchmark"], doStepIf=benchmark_wanted))
+        record=BENCH_RESULT, read_record=bench_verdict_summary, verdict_on_failure=True, doStepIf=benchmark_wanted))
     # The archive phase stored the profile for later builds (--profile-from); the
     # release's own one-entry archive is published with its packages, or not at all.
     f.addStep(pgo_step(settings, "release-profile",

@@ -21,6 +21,7 @@ from pgo.versions import validate_request
 
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
+SETTINGS_FILE = "master-settings.toml"      # in the runtime folder, unless $PGO_MASTER_SETTINGS names another
 PACKAGE_FORMATS = ("bintar", "deb", "rpm")
 # The master's ports unless the settings say otherwise: the web UI, the workers', and the
 # downloads (buildmaster/downloads.py), by default the one after the web UI's.
@@ -112,7 +113,7 @@ class Settings:
 
 
 def settings_path():
-    return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_RUNTIME / "master-settings.toml")
+    return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_RUNTIME / SETTINGS_FILE)
 
 
 def load_settings(path=None):

@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import secrets
-import subprocess
 import sys
 import time
 import urllib.error
@@ -32,6 +31,7 @@ from buildmaster.settings import (
     DEFAULT_RUNTIME,
     PACKAGE_FORMATS,
     SETTINGS_ENV,
+    SETTINGS_FILE,
     WEB_PORT,
     WORKER_PORT,
     Nightly,
@@ -39,7 +39,7 @@ from buildmaster.settings import (
     downloads_port_after,
     load_settings,
 )
-from pgo import REPO, PipelineError, process
+from pgo import REPO, PipelineError, process, protocol
 from pgo.config import default_config, test_set_names
 from pgo.errors import error_reason, fail
 from pgo.protocol import DEFAULT_TEST_SET
@@ -47,7 +47,7 @@ from pgo.runner import say
 from pgo.toolchain import detect
 from pgo.versions import LATEST
 
-REQUIREMENTS = REPO / "requirements" / "master.txt"
+REQUIREMENTS = REPO / protocol.MASTER_REQUIREMENTS
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
 WORKER_CONNECT_TIMEOUT = 90
 POLL_SECONDS = 2
@@ -65,7 +65,7 @@ class Runtime:
 
     def __init__(self, root=None):
         self.root = Path(root or DEFAULT_RUNTIME).resolve()
-        self.settings_file = Path(os.environ.get(SETTINGS_ENV) or self.root / "master-settings.toml").resolve()
+        self.settings_file = Path(os.environ.get(SETTINGS_ENV) or self.root / SETTINGS_FILE).resolve()
         self.master = self.root / "master"
         self.worker = self.root / "worker"
 
@@ -492,8 +492,10 @@ def ensure_buildbot(runtime, argv):
         raise LocalError(f"{venv} lacks Buildbot {pinned_buildbot()}: remove it and run again")
     if not python.is_file():
         say(f"installing Buildbot {pinned_buildbot()} into {venv}")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+        for cmd in ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", "-r", REQUIREMENTS]):
+            status = process.run_into(cmd, error=LocalError)
+            if status != 0:
+                raise LocalError(f"{' '.join(map(str, cmd))} exited with status {status}")
     os.execv(python, [str(python), str(REPO / "release"), *argv])
 
 
@@ -509,5 +511,3 @@ def main(argv=None):
         return fail("release", e)
     except OSError as e:
         return fail("release", f"cannot talk to the master: {e}")
-    except subprocess.CalledProcessError as e:
-        return fail("release", f"{' '.join(map(str, e.cmd))} exited with status {e.returncode}")

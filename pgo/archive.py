@@ -1,28 +1,6 @@
-"""The profile archive: every release's profile kept with a manifest, verifiable and reusable.
+"""The profile archive's store: writing, locking, promoting, verifying and pruning its entries.
 
-An archive entry is one directory:
-
-    <root>/<product>/<version>/<target>-gcc-<compiler version>/<profile id>/
-        profile.tar.xz    manifest.json + profile/<name>.gcda, the one file that is the profile
-        manifest.json     a copy of the archived manifest, so that list and show need not unpack
-        kind.json         the entry's kind since it was promoted, and when (absent: the manifest's kind)
-        sha256sums.txt    the other files' checksums, in `sha256sum -c` format
-        kind.json.next    only while a promotion is on its way (see below)
-
-An entry's kind says how long it is kept and whether later builds take it:
-  nightly   pruned to the newest few; reusable
-  pending   the profile of a release not yet published (the archive phase runs
-            before the benchmark gate): pruned like a nightly, never `latest`
-  release   kept; reusable
-Storing a profile again with a higher kind promotes its entry (nightly ->
-pending -> release, `pgo archive promote` after publishing); a lower one keeps
-the entry's kind, and both say so. A promotion rewrites kind.json and the
-checksums that cover it; a kind.json they do not prove is damage, which
-`verify` reports and nothing that reads kinds (latest, prune) takes on trust.
-The new checksums are the promotion's commit: the new kind.json waits beside
-the old one as kind.json.next until they prove it, then takes its place. The
-next command that reads or changes the entry undoes a promotion killed before
-that commit, and finishes one killed after it.
+What an entry is, its files and kinds: pgo/archive_model.py.
 
 An entry is written in a hidden directory next to its final place, synced, and
 renamed into place. Readers never see half an entry, and rename never replaces a
@@ -35,11 +13,6 @@ kinds stays, and a promotion that waited for prune finds its entry gone and
 says so. A store, prune or promotion killed leaves a hidden .partial file or
 folder; list, verify and prune remove those whose process (on this host) is
 gone, and name those of live processes and of other hosts.
-
-The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
-Buildbot builder points --archive at a worker directory that it uploads to the
-master's archive, and every pgo step sets PGO_BUILDER and PGO_BUILD_NUMBER (the
-builder's name and the build's number, pgo/protocol.py) for the manifest.
 
 `pgo build --profile-from NAME|latest` builds with an archived profile instead
 of training. "latest" is the entry, not pending, of the same product line (major.minor),
@@ -65,52 +38,39 @@ staleness short of no profile at all.
 import fcntl
 import hashlib
 import io
-import json
 import os
 import shutil
 import socket
-import subprocess
 import tarfile
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, profile
-from pgo.checksums import sha256_file
+from pgo import PipelineError, atomic, contract, process, profile
+from pgo.archive_model import (
+    ARCHIVE,
+    BUILDBOT_ENV,
+    KIND,
+    KINDS,
+    MANIFEST,
+    MANIFEST_FORMAT,
+    RANK,
+    STAGED_KIND,
+    Entry,
+    Gone,
+    root_of,
+)
+from pgo.checksums import SUMS, sha256_file
 from pgo.config import build_config
-from pgo.protocol import BUILD_NUMBER_ENV, BUILDER_ENV
 from pgo.toolchain import config_flags, gcov_binary
 from pgo.versions import version_line
 from pgo.workdir import read_json
 
-MANIFEST_FORMAT = 1
-ARCHIVE = "profile.tar.xz"
-MANIFEST = "manifest.json"
-SUMS = "sha256sums.txt"
-KINDS = ("release", "pending", "nightly")
-RANK = {"nightly": 0, "pending": 1, "release": 2}
-BUILD_KINDS = ("release", "nightly")     # what a build is meant to be; its profile is pending until published
-KIND = "kind.json"
-STAGED_KIND = "kind.json.next"      # a change of kind on its way (change_kind)
-BUILDBOT_ENV = {"builder": BUILDER_ENV, "build_number": BUILD_NUMBER_ENV}
-
-
-def default_root():
-    if os.environ.get("PGO_ARCHIVE"):
-        return Path(os.environ["PGO_ARCHIVE"]).resolve()
-    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return (data / "pgo" / "profiles").resolve()
-
-
-def root_of(archive_option):
-    return Path(archive_option).resolve() if archive_option else default_root()
-
 
 def compiler_target(cc):
-    result = subprocess.run([cc, "-dumpmachine"], capture_output=True, text=True)
+    result = process.run([cc, "-dumpmachine"])
     if result.returncode != 0 or not result.stdout.strip():
         raise PipelineError(f"'{cc} -dumpmachine' failed: cannot tell the compiler's target platform")
     return result.stdout.strip()
@@ -118,39 +78,10 @@ def compiler_target(cc):
 
 # --- entries ------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Entry:
-    root: Path
-    name: str            # <product>/<version>/<platform>/<profile id>, relative to root
-
-    @property
-    def path(self):
-        return self.root / self.name
-
-    @property
-    def profile_id(self):
-        return self.name.rsplit("/", 1)[1]
-
-    def manifest(self):
-        try:
-            return json.loads((self.path / MANIFEST).read_text())
-        except (OSError, ValueError) as e:
-            if not self.path.is_dir():
-                raise Gone(self) from None
-            raise PipelineError(f"archive entry {self.name}: unreadable {MANIFEST}: {e}") from e
-
-    def kind(self):
-        """The entry's kind, read under its lock: never between the steps of a promotion."""
-        with held(self):
-            return proven_kind(self)
-
-
-class Gone(PipelineError):
-    """An entry removed (pruned) after it was found, before it could be read or changed."""
-
-    def __init__(self, entry):
-        super().__init__(f"archived profile {entry.name} was removed meanwhile (by `pgo archive prune`, "
-                         "or by hand)")
+def kind_of(entry: Entry) -> str:
+    """An entry's kind, read under its lock: never between the steps of a promotion."""
+    with held(entry):
+        return proven_kind(entry)
 
 
 def proven_kind(entry):
@@ -164,17 +95,6 @@ def proven_kind(entry):
         raise PipelineError(f"archive entry {entry.name}: {problem or f'{KIND} names no known kind'}, "
                             "so its kind is unknown (see `pgo archive verify`)")
     return kind
-
-
-# What reading a damaged entry raises: an unreadable file, or a manifest of the wrong shape.
-DAMAGE = (PipelineError, KeyError, TypeError, AttributeError)
-
-
-def damage(entry, e):
-    """What is wrong with an entry, from what reading it raised (one of DAMAGE), naming the entry."""
-    if isinstance(e, PipelineError):
-        return str(e)
-    return f"archive entry {entry.name}: {MANIFEST} is no profile manifest ({type(e).__name__}: {e})"
 
 
 def entries(root):
@@ -217,8 +137,7 @@ def store(workdir, root, kind, out=print):
         fill = lambda partial: copy_entry(source, partial)
     else:
         manifest, files = manifest_of(workdir, kind)
-        entry = Entry(root, f"{manifest['product']}/{manifest['version']}/{manifest['compiler']['target']}-gcc-"
-                            f"{manifest['compiler']['version']}/{manifest['profile_id']}")
+        entry = Entry.of(root, manifest)
         fill = lambda partial: write_entry(partial, manifest, files)
     for _ in range(3):
         placed = not entry.path.exists() and write_atomically(entry, root, fill, out)
@@ -463,8 +382,7 @@ def readable_functions(directory, files, version):
         out = Path(scratch) / "rewritten"
         # `merge` of the profile with itself, not `rewrite`: GCC 12's rewrite
         # crashes on the top-N value counters of a real server profile.
-        result = subprocess.run([tool, "merge", "-v", str(directory), str(directory), "-o", str(out)],
-                                capture_output=True, text=True)
+        result = process.run([tool, "merge", "-v", directory, directory, "-o", out])
         written = {p.name for p in out.glob("*.gcda")}
     errors = [line for line in result.stderr.splitlines() if not line.startswith("reading file:")]
     if result.returncode != 0:
@@ -556,25 +474,6 @@ def verify(entry):
         return unpack(entry, Path(scratch) / "profile")
 
 
-def workload_version(manifest):
-    """The version of the training workload that made a profile, as its training's report gave it
-    (profile_load's PROFILE_LOAD_VERSION); None when the manifest records none."""
-    training = manifest.get("training")
-    version = training.get("workload_version") if isinstance(training, dict) else None
-    return None if version is None else str(version)
-
-
-def workload_key(manifest):
-    """Sorts newer workload versions higher, and a profile whose workload is unknown lowest."""
-    parts = (workload_version(manifest) or "").split(".")
-    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else ()
-
-
-def trained_by(manifest):
-    version = workload_version(manifest)
-    return f"workload version {version}" if version else "a workload of unknown version (its manifest names none)"
-
-
 # --- pruning ------------------------------------------------------------------
 
 def prune(root, keep, dry_run, out=print):
@@ -585,7 +484,7 @@ def prune(root, keep, dry_run, out=print):
     groups = {}
     for entry in entries(root):
         try:
-            m, kind = entry.manifest(), entry.kind()
+            m, kind = entry.manifest(), kind_of(entry)
         except Gone:
             continue
         if kind != "release":

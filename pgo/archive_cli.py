@@ -4,28 +4,14 @@ import argparse
 import json
 import sys
 
-from pgo import PipelineError
-from pgo.archive import (
-    DAMAGE,
-    KINDS,
-    Gone,
-    __doc__ as ARCHIVE_HELP,
-    archived_entry,
-    damage,
-    entries,
-    find,
-    promote,
-    prune,
-    root_of,
-    store,
-    sweep_leftovers,
-    trained_by,
-    verify,
-    workload_version,
-)
+from pgo import PipelineError, archive, archive_model
+from pgo.archive import archived_entry, entries, find, kind_of, promote, prune, store, sweep_leftovers, verify
+from pgo.archive_model import DAMAGE, KINDS, Gone, damage, root_of, trained_by, workload_version
 from pgo.errors import fail
 from pgo.reuse import unpublished_kind
 from pgo.workdir import Workdir
+
+ARCHIVE_HELP = "\n".join(module.__doc__ for module in (archive_model, archive))
 
 
 def register(subparsers):
@@ -89,7 +75,7 @@ def cmd_list(args):
     for entry in entries(root):
         try:
             m = entry.manifest()
-            rows.append({"name": entry.name, "kind": entry.kind(), "config": m["config"], "created": m["created"],
+            rows.append({"name": entry.name, "kind": kind_of(entry), "config": m["config"], "created": m["created"],
                          "workload_version": workload_version(m), "gcda_files": len(m["files"]),
                          "builder": m["built_by"].get("builder")})
         except Gone:

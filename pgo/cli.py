@@ -15,8 +15,8 @@ from dataclasses import asdict
 
 from pgo import (
     PipelineError,
-    archive,
     archive_cli,
+    archive_model,
     bench,
     bolt,
     contract,
@@ -79,7 +79,7 @@ def make_parser():
                        "training build's share with --profile-from")
     build.add_argument("--archive", help="profile archive the build stores into and reuses from "
                        "(default: $PGO_ARCHIVE or ~/.local/share/pgo/profiles)")
-    build.add_argument("--archive-kind", choices=archive.BUILD_KINDS, default="release",
+    build.add_argument("--archive-kind", choices=archive_model.BUILD_KINDS, default="release",
                        help="how the profile is archived: release (kept; pending until `pgo archive promote` "
                        "after publishing) or nightly (pruned)")
     build.add_argument("--profile-from", metavar="NAME|latest",
@@ -198,7 +198,7 @@ def cmd_latest(args):
 
 def cmd_build(args):
     args.version = resolved(args.version, args.config, args.source, args.git_ref)
-    archive_root = archive.root_of(args.archive)
+    archive_root = archive_model.root_of(args.archive)
     if args.profile_from and args.pgo == "off":
         raise PipelineError("--profile-from needs a PGO build; drop --pgo off")
     if args.accept_stale and not args.profile_from:
@@ -280,20 +280,8 @@ def cmd_test(args):
 
 
 def cmd_test_verdict(args):
-    candidate = Workdir(args.candidate)
-    settings = candidate.load_settings()
-    product = Context(candidate, settings).product
-    chosen = testrun.chosen_set(product, settings, args.set)
-    baseline = testrun.load_results(Workdir(args.baseline), chosen.name) if args.baseline else None
-    limit = chosen.max_environment_failures if args.max_environment_failures is None else args.max_environment_failures
-    verdict = testrun.verdict(testrun.load_results(candidate, chosen.name), baseline, limit)
-    write_json(testrun.results_dir(candidate, chosen.name) / testrun.VERDICT, verdict)
-    print(lines.test_verdict(verdict), flush=True)
-    if not verdict["passed"]:
-        for problem in verdict["problems"][1:]:
-            print(lines.tagged("test-verdict", problem), flush=True)
-        more = f" (and {len(verdict['problems']) - 1} more above)" if len(verdict["problems"]) > 1 else ""
-        raise PipelineError(f"the release is refused: {verdict['problems'][0]}{more}")
+    baseline = Workdir(args.baseline) if args.baseline else None
+    testrun.judge(Workdir(args.candidate), baseline, args.set, args.max_environment_failures)
 
 
 def cmd_phases(args):

@@ -1,17 +1,20 @@
-"""The lines the worker-side CLI prints for the Buildbot steps to read, each format beside its parser.
+"""The lines the worker-side CLI prints, and the build summaries the Buildbot steps make of its records.
 
-A Buildbot step (buildmaster/buildsteps.py) shows progress lines as its live summary and turns a
-phase's result line into the build's summary. Keeping the printing and the reading of each
-line in this one module (and a test that feeds what the CLI prints to these parsers) means a
-reworded line cannot silently leave a summary blank.
+A Buildbot step (buildmaster/buildsteps.py) shows progress lines as its live summary, parsed
+here beside the code that prints them (and a test feeds what the CLI prints to that parser, so
+a reworded line cannot silently leave a summary blank). A command's result reaches the build's
+summary from the JSON record it wrote (pgo/protocol.py), never from a printed line: each result
+line a person reads and the summary the master makes of the same record stand here together.
 """
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pgo.profile import SUM_MAX_RULE, WORKING_SET_RULE
 
 
-def tagged(tag, text):
+def tagged(tag: str, text: object) -> str:
     """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
     return f"[{tag}] {text}"
 
@@ -40,13 +43,13 @@ PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \
                       r"|^\[(?:train|bolt)\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
-def progress(line):
+def progress(line: str) -> str | None:
     """The step summary a progress line stands for ("compile 345/1198", "pass 3 of 24"), or None."""
     match = PROGRESS.match(line)
     return next(group for group in match.groups() if group) if match else None
 
 
-# --- results: the build's summary ------------------------------------------------------------
+# --- results: printed for people, summed up from their records for the build ----------------
 
 def profile_check(figures):
     """The profile check's headline (pgo/phases.py prints it tagged [check])."""
@@ -81,7 +84,7 @@ def si(count):
     return str(count)
 
 
-def profile_check_summary(figures):
+def profile_check_summary(figures: Mapping[str, Any]) -> str:
     """The build's summary of its profile check, from the record the check wrote (profile-check.json):
     the headline (profile id, objects trained), then the quality (hot share, threshold, runs)."""
     headline = (f"profile {figures['profile_id']}: {figures['build_objects_with_profile']} of "
@@ -109,7 +112,7 @@ def profile_use(profile_id, verdict):
                                f"{verdict['functions_without_profile']} functions without profile")
 
 
-def profile_use_summary(verdict):
+def profile_use_summary(verdict: Mapping[str, Any]) -> str:
     """The build's summary of the optimised build's verdict, from its record (profile-use.json)."""
     stale = "stale " if verdict.get("stale") else ""
     return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects, "
@@ -128,26 +131,23 @@ def bolt_check(check):
                           f"functions laid out anew, {check['hot_text_bytes']} bytes of hot text{branches}")
 
 
-def bolt_check_summary(check):
+def bolt_check_summary(check: Mapping[str, Any]) -> str:
     """The build's summary of BOLT's check, from its record (bolt.json)."""
     return (f"BOLT {'passed' if check['passed'] else 'failed'}: {check['profiled_functions']} of "
             f"{check['functions']} functions profiled, {check['stale_share']:.0%} stale, "
             f"{check['hot_text_bytes']} bytes of hot text;")
 
 
-def bench_verdict(verdict):
+def bench_verdict(verdict: Mapping[str, Any]) -> str:
     """The gate's decision (pgo/bench/gate.py evaluate) in one line."""
     action = "publish" if verdict["publish"] else "do not publish"
     return tagged("bench", f"verdict: {verdict['outcome'].upper()}, {action}: {verdict['summary']}")
 
 
-BENCH_VERDICT = re.compile(r"^\[bench\] verdict: (?P<outcome>[A-Z]+), (?P<action>publish|do not publish): "
-                           r"(?P<summary>.+)$")
-
-
-def bench_verdict_result(line):
-    match = BENCH_VERDICT.match(line)
-    return f"{match['summary']} ({match['outcome'].lower()});" if match else None
+def bench_verdict_summary(result: Mapping[str, Any]) -> str:
+    """The build's summary of the gate's decision, from the benchmark's record (its result.json)."""
+    verdict = result["verdict"]
+    return f"{verdict['summary']} ({verdict['outcome']});"
 
 
 def latest_version(version, how):
@@ -156,7 +156,7 @@ def latest_version(version, how):
     return tagged("version", f"latest is {version}: {how}")
 
 
-def test_result(results):
+def test_result(results: Mapping[str, Any]) -> str:
     """A test run's counts (pgo/testrun.py), e.g. `mtr release: 1060 passed, 0 failed, 235 skipped, 8.2 min`."""
     counts = results["counts"]
     flaky = f", {len(results['flaky'])} flaky" if results["flaky"] else ""
@@ -164,48 +164,26 @@ def test_result(results):
             f"{counts['skipped']} skipped{flaky}, {results['seconds'] / 60:.1f} min")
 
 
-TEST_RESULT = re.compile(r"^\[test\] (?P<what>.+?): (?P<passed>\d+) passed, (?P<failed>\d+) failed, "
-                         r"(?P<skipped>\d+) skipped(?:, (?P<flaky>\d+) flaky)?, (?P<minutes>[\d.]+) min$")
+def test_result_summary(results: Mapping[str, Any]) -> str:
+    """The build's summary of a test run, from its record (tests/<set>/results.json)."""
+    return f"{test_result(results)};"
 
 
-def test_result_result(line):
-    match = TEST_RESULT.match(line)
-    if not match:
-        return None
-    flaky = f", {match['flaky']} flaky" if match["flaky"] else ""
-    return (f"{match['what']}: {match['passed']} passed, {match['failed']} failed, {match['skipped']} skipped"
-            f"{flaky}, {match['minutes']} min;")
-
-
-def failed_tests(summary):
-    """How many tests failed, from a summary test_result_result made (0 for any other summary)."""
-    match = re.search(r": \d+ passed, (\d+) failed, \d+ skipped", summary)
-    return int(match[1]) if match else 0
-
-
-def test_verdict(verdict):
+def test_verdict(verdict: Mapping[str, Any]) -> str:
     """The test verdict (pgo/testrun.py verdict) in one line; its problems come as the error line."""
+    outcome = "PASSED" if verdict["passed"] else "REFUSED"
+    return tagged("test-verdict", f"{verdict['set']} {outcome}: {verdict_body(verdict)}")
+
+
+def verdict_body(verdict: Mapping[str, Any]) -> str:
     c, b = verdict["candidate"], verdict["baseline"]
     plain = f"plain build {b['passed']} passed, {b['failed']} failed" if b else "no plain build"
     environment = verdict["environment_failures"]
     shared = (f"; failing on both (environment, at most {verdict['max_environment_failures']}): "
               f"{', '.join(environment)}" if environment else "")
-    outcome = "PASSED" if verdict["passed"] else "REFUSED"
-    return tagged("test-verdict", f"{verdict['set']} {outcome}: optimised build {c['passed']} passed, "
-                                  f"{c['failed']} failed; {plain}{shared}")
+    return f"optimised build {c['passed']} passed, {c['failed']} failed; {plain}{shared}"
 
 
-TEST_VERDICT = re.compile(r"^\[test-verdict\] (?P<set>\S+) (?P<outcome>PASSED|REFUSED): (?P<summary>.+)$")
-
-
-def test_verdict_result(line):
-    match = TEST_VERDICT.match(line)
-    return f"tests {match['set']} {match['outcome'].lower()}: {match['summary']};" if match else None
-
-
-# Which result line each command's step reads.
-RESULT_PARSERS = {
-    "benchmark": bench_verdict_result,
-    "test": test_result_result,
-    "test-verdict": test_verdict_result,
-}
+def test_verdict_summary(verdict: Mapping[str, Any]) -> str:
+    """The build's summary of the test verdict, from its record (tests/<set>/verdict.json)."""
+    return f"tests {verdict['set']} {'passed' if verdict['passed'] else 'refused'}: {verdict_body(verdict)};"

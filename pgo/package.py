@@ -16,14 +16,13 @@ build of its configuration instead.
 import os
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, debpackages, protocol
+from pgo import PipelineError, atomic, contract, debpackages, process, protocol
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import server_binary
 from pgo.readers import read_json
@@ -117,11 +116,10 @@ def source_of(workdir):
 
 
 def build_id(path):
-    try:
-        notes = subprocess.run(["readelf", "-n", str(path)], check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise PipelineError(f"cannot read the ELF notes of {path}: {e}") from e
-    match = BUILD_ID.search(notes)
+    done = process.run(["readelf", "-n", path])
+    if done.returncode != 0:
+        raise PipelineError(f"cannot read the ELF notes of {path}: {process.last_lines(done, 1)}")
+    match = BUILD_ID.search(done.stdout)
     if not match:
         raise PipelineError(f"{path} has no GNU build-id, so its identity cannot be checked "
                             "(link with --build-id)")
@@ -227,7 +225,7 @@ def extract_named(fmt, package, name, into):
     if fmt == "bintar":
         return extract_from_tar(tarfile.open(package, "r:*"), name, into)
     if fmt == "deb":
-        stream = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(package)], stdout=subprocess.PIPE)
+        stream = process.start(["dpkg-deb", "--fsys-tarfile", package], stdout=process.PIPE)
         try:
             return extract_from_tar(tarfile.open(fileobj=stream.stdout, mode="r|"), name, into)
         finally:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from pgo import REPO, PipelineError, bolt, contract, lines, profile, proof, reuse, source, testrun
+from pgo import REPO, PipelineError, atomic, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
 from pgo.config import build_config, server_binary
@@ -300,9 +300,7 @@ def bolt_binary(ctx, log):
     print(lines.bolt_check(check), flush=True)
     if not check["passed"]:
         raise PipelineError("; ".join(check["problems"]))
-    replacement = binary.with_name(binary.name + ".bolt-new")
-    shutil.copy2(output, replacement)
-    os.replace(replacement, binary)
+    atomic.copy(output, binary)
 
 
 def stale_origin(check):

@@ -1,35 +1,99 @@
-"""The one way a command of this repository runs a tool whose output it takes whole (a packaging tool,
-apt, git, buildbot): the tool runs to its end, its output captured, and a tool that cannot start
-is one error line that says so. The phases' long commands, logged and shown as they run, go
-through pgo/runner.py's PhaseLog instead.
+"""The one way the commands of this repository run a tool (pgo, pgo.bench, vm_images, ./release).
+
+A tool whose output a command takes whole (a packaging tool, apt, git, gcc, readelf, sysbench)
+runs to its end with `run` or `output_of`, its output captured; one whose output goes into a log
+or onto the terminal, with `run_into`; one that runs beside the command (a server, a VM, a tool
+whose output is read as it comes), with `start`. Each way, a tool that cannot start, or that runs
+past its time limit, is one error (the caller's class: PipelineError, InfraError, ImageError) that
+says so. The phases' long commands, logged and shown as they run, go through pgo/runner.py's
+PhaseLog, which is built on the same terms.
 """
 
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
+from typing import IO, Any
 
 from pgo.errors import PipelineError
 
+# Where start's and run_into's output goes, besides an open file: subprocess's own constants.
+PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
+
 
 def run(cmd: Sequence[object], *, cwd: object = None, env: Mapping[str, str] | None = None,
-        error: type[Exception] = PipelineError) -> subprocess.CompletedProcess:
+        error: type[Exception] = PipelineError, timeout: float | None = None,
+        what: str | None = None) -> subprocess.CompletedProcess:
     """Run cmd to its end, stdout and stderr captured as text (undecodable bytes replaced), env
     added to this process's environment; the caller judges the exit status. A tool that cannot be
-    started raises error("cannot run TOOL: why (is it installed?)")."""
+    started raises error("cannot run TOOL: why"); past timeout (seconds) it is
+    killed and error("WHAT did not finish within N s") raised (what: the tool's name unless told)."""
     cmd = [str(c) for c in cmd]
     try:
-        return subprocess.run(cmd, cwd=cwd, env=None if env is None else {**os.environ, **env},
-                              capture_output=True, text=True, errors="replace")
+        return subprocess.run(cmd, cwd=cwd, env=environment(env), capture_output=True, text=True, errors="replace",
+                              timeout=timeout)
     except OSError as e:
-        raise error(f"cannot run {cmd[0]}: {e.strerror} (is it installed?)") from e
+        raise error(cannot_run(cmd, e)) from e
+    except subprocess.TimeoutExpired:
+        raise error(f"{what or os.path.basename(cmd[0])} did not finish within {timeout:g} s") from None
 
 
 def output_of(cmd: Sequence[object], *, cwd: object = None, env: Mapping[str, str] | None = None,
-              error: type[Exception] = PipelineError, tail: int = 20) -> str:
+              error: type[Exception] = PipelineError, tail: int = 20, timeout: float | None = None) -> str:
     """cmd's standard output; error("CMD ... failed with status N:" and its last `tail` lines of
     output) when it fails."""
-    done = run(cmd, cwd=cwd, env=env, error=error)
+    done = run(cmd, cwd=cwd, env=env, error=error, timeout=timeout)
     if done.returncode != 0:
-        last = "\n".join((done.stdout + done.stderr).strip().splitlines()[-tail:])
-        raise error(f"{' '.join(map(str, cmd[:3]))} ... failed with status {done.returncode}:\n{last}")
+        raise error(f"{' '.join(map(str, cmd[:3]))} ... failed with status {done.returncode}:\n"
+                    f"{last_lines(done, tail)}")
     return done.stdout
+
+
+def last_lines(done: subprocess.CompletedProcess, count: int) -> str:
+    """The last lines of a finished tool's output (stdout, then stderr)."""
+    return "\n".join((done.stdout + done.stderr).strip().splitlines()[-count:])
+
+
+def run_into(cmd: Sequence[object], out: IO[Any] | None = None, *, cwd: object = None,
+             env: Mapping[str, str] | None = None, error: type[Exception] = PipelineError) -> int:
+    """Run cmd to its end, its output (stdout and stderr) into the open file `out` (a log), or onto
+    this process's own output without one (a tool whose progress the user watches); its exit status."""
+    cmd = [str(c) for c in cmd]
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=environment(env), stdout=out,
+                              stderr=None if out is None else STDOUT).returncode
+    except OSError as e:
+        raise error(cannot_run(cmd, e)) from e
+
+
+def start(cmd: Sequence[object], *, stdout: Any = None, stderr: Any = None, text: bool = False,
+          cwd: object = None, env: Mapping[str, str] | None = None, new_session: bool = False,
+          error: type[Exception] = PipelineError) -> subprocess.Popen:
+    """Start cmd beside this process and return it: a server, a VM, a tool whose output the caller
+    reads as it comes (stdout=PIPE). stdout and stderr: an open file, PIPE, STDOUT or DEVNULL, or
+    this process's own (None); text: the pipe as text, undecodable bytes replaced; new_session:
+    it leads its own session, so that it and everything it started can be killed together."""
+    cmd = [str(c) for c in cmd]
+    try:
+        return subprocess.Popen(cmd, cwd=cwd, env=environment(env), stdout=stdout, stderr=stderr, text=text,
+                                errors="replace" if text else None, bufsize=1 if text else -1,
+                                start_new_session=new_session)
+    except OSError as e:
+        raise error(cannot_run(cmd, e)) from e
+
+
+def ended(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to timeout seconds for a started process to end; whether it did."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def environment(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if env is None else {**os.environ, **env}
+
+
+def cannot_run(cmd: Sequence[str], e: OSError) -> str:
+    hint = " (is it installed?)" if isinstance(e, FileNotFoundError) else ""
+    return f"cannot run {cmd[0]}: {e.strerror}{hint}"

@@ -10,12 +10,11 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, process
 
 MISSING_PROFILE = re.compile(r"‘?'?([^\s‘’']+\.gcda)’?'? profile count data file not found")
 COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
@@ -77,7 +76,7 @@ def gcov_dump_output(paths, gcov_dump="gcov-dump", *options):
     """(batch, text) for each batch of files gcov-dump read: every line of text starts with its
     file's path and a colon."""
     for batch in batches([str(p) for p in paths]):
-        result = subprocess.run([gcov_dump, *options, *batch], capture_output=True, text=True)
+        result = process.run([gcov_dump, *options, *batch])
         if result.returncode != 0:
             raise PipelineError(f"{gcov_dump} cannot read the profile: {result.stderr.strip()[-300:]}")
         yield batch, result.stdout
@@ -215,8 +214,7 @@ def function_entries(profile_dir, build_dir, gcov="gcov", gcov_dump="gcov-dump")
             os.symlink(notes.resolve(), Path(scratch, f"{number}.gcno"))
         names = [f"{number}.gcda" for number in range(len(fitting))]
         for batch in batches(names):
-            result = subprocess.run([gcov, "--json-format", "--stdout", *batch],
-                                    cwd=scratch, capture_output=True, text=True)
+            result = process.run([gcov, "--json-format", "--stdout", *batch], cwd=scratch)
             # One JSON document per .gcda; "N.gcda:<why>" on stderr for each that does not fit its
             # notes after all (a stamp of another build: gcov then fails the run, and counts
             # nothing of that file).

@@ -51,6 +51,12 @@ def test_results(workdir: str, test_set: str) -> str:
 
 CURRENT_IMAGE = "current.json"      # <images>/current.json: the image a rollout made current
 
+# --- the master's Buildbot stack ------------------------------------------------------------------
+
+# Its pins, relative to the repository: ./release installs them, and a VM image's worker is pinned to
+# the same stack.
+MASTER_REQUIREMENTS = "requirements/master.txt"
+
 # --- the environment a Buildbot step gives `python3 -m pgo` --------------------------------------
 
 # The build that ran the command, recorded in an archived profile's manifest (pgo/archive.py).
@@ -75,6 +81,7 @@ DEFAULT_TEST_SET = "release"        # pgo/configs.toml's test set a build runs u
 # --- records the master reads -------------------------------------------------------------------
 
 VERSION_RECORD = "version.json"     # `pgo latest --record`: {"version": ..., "how": ...}
+BENCH_RESULT = "result.json"        # in `pgo bench --out`'s folder: the measurements, the analysis, the verdict
 
 
 def version_record(version: str, how: str) -> dict[str, str]:

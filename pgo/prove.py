@@ -20,7 +20,6 @@ carry the build's mark: the profile id for PGO packages, "plain build" otherwise
 
 import shlex
 import stat
-import subprocess
 import sys
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -305,7 +304,7 @@ def prove_deb(folder, info, args):
         if info["profile_id"] and "+pgo" not in version:
             raise PipelineError(f"{deb.name} has version {version} without the +pgo mark")
         for distribution_version in theirs:
-            if subprocess.run(["dpkg", "--compare-versions", version, "gt", distribution_version]).returncode != 0:
+            if process.run(["dpkg", "--compare-versions", version, "gt", distribution_version]).returncode != 0:
                 raise PipelineError(f"{deb.name} {version} would not upgrade the distribution's {distribution_version}")
     say(f"  {len(debs)} packages, version {version}"
         + (f" (upgrades the distribution's {', '.join(theirs)})" if theirs else ""))

@@ -6,19 +6,8 @@ archive). The archive itself, its entries and how they are stored: pgo/archive.p
 import shutil
 
 from pgo import PipelineError, atomic, contract
-from pgo.archive import (
-    DAMAGE,
-    Gone,
-    compiler_target,
-    damage,
-    entries,
-    find,
-    root_of,
-    store,
-    trained_by,
-    unpack,
-    workload_key,
-)
+from pgo.archive import compiler_target, entries, find, kind_of, store, unpack
+from pgo.archive_model import DAMAGE, Gone, damage, root_of, trained_by, workload_key
 from pgo.config import build_config
 from pgo.toolchain import build_environment, detect, fingerprint
 from pgo.versions import version_key, version_line
@@ -52,7 +41,7 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
     for entry in entries(root):
         try:
             m = entry.manifest()
-            if (entry.kind() != "pending" and m["product"] == product and m["line"] == version_line(version)
+            if (kind_of(entry) != "pending" and m["product"] == product and m["line"] == version_line(version)
                     and version_key(m["version"]) <= version_key(version)
                     and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
                 candidates.append(((workload_key(m), version_key(m["version"]), m["created"]), entry, m))
@@ -162,7 +151,7 @@ def archive_phase(ctx, log):
     entry = store(ctx.workdir, root_of(ctx.settings.archive), unpublished_kind(ctx.settings),
                   out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
     contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
-                   {"root": str(entry.root), "entry": entry.name, "kind": entry.kind()})
+                   {"root": str(entry.root), "entry": entry.name, "kind": kind_of(entry)})
 
 
 def unpublished_kind(settings):

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -281,8 +280,7 @@ def require_served(package, full):
 def unserved(package, full):
     """Why Debian's archive does not serve the source package `package`=`full` (None: it does, or
     this machine cannot tell, and the download will say). Asks for the .dsc's headers only."""
-    result = subprocess.run(["apt-get", "source", "--print-uris", f"{package}={full}"],
-                            capture_output=True, text=True)
+    result = process.run(["apt-get", "source", "--print-uris", f"{package}={full}"])
     uris = re.findall(r"^'([^']+\.dsc)'", result.stdout, re.M)
     if result.returncode != 0 or not uris:
         return None
@@ -297,8 +295,7 @@ def unserved(package, full):
 
 def newest_git_tag(url, product, line):
     """The newest version with a tag <product>-MAJOR.MINOR.PATCH in the repository, of `line` if given."""
-    result = subprocess.run(["git", "ls-remote", "--tags", "--refs", url, f"refs/tags/{product.name}-*"],
-                            capture_output=True, text=True)
+    result = process.run(["git", "ls-remote", "--tags", "--refs", url, f"refs/tags/{product.name}-*"])
     if result.returncode != 0:
         raise PipelineError(f"cannot list the tags of {url}: {result.stderr.strip()[-300:]}")
     prefix = f"refs/tags/{product.name}-"
@@ -313,8 +310,7 @@ def newest_git_tag(url, product, line):
 def tarball_version(tarball):
     """The version in a release tarball's VERSION file (at the top, or in its one top-level folder)."""
     for pattern in ("*/VERSION", "VERSION"):
-        result = subprocess.run(["tar", "-xOf", str(tarball), "--wildcards", "--no-wildcards-match-slash",
-                                 pattern], capture_output=True, text=True)
+        result = process.run(["tar", "-xOf", tarball, "--wildcards", "--no-wildcards-match-slash", pattern])
         if result.returncode == 0 and result.stdout.strip():
             with tempfile.TemporaryDirectory() as scratch:
                 Path(scratch, "VERSION").write_text(result.stdout)
@@ -431,20 +427,15 @@ def replace_dir(path):
 
 def unpack_tarball(tarball, dest):
     """Unpack a release tarball (one top-level folder) into dest, which must not exist."""
-    staging = dest.with_name(dest.name + ".unpacking")
-    replace_dir(staging)
-    staging.mkdir()
-    # GNU tar, not tarfile: it refuses names with '..' and writes through symlinks on every
-    # Python (tarfile's safety filters need 3.11.4; Debian 12 has 3.11.2).
-    result = subprocess.run(["tar", "-xf", str(tarball), "-C", str(staging), "--no-same-owner"],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise PipelineError(f"cannot unpack {tarball}: {'; '.join(result.stderr.splitlines())}")
-    entries = list(staging.iterdir())
-    top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
-    top.rename(dest)
-    shutil.rmtree(staging, ignore_errors=True)
+    with atomic.scratch(dest) as staging:
+        # GNU tar, not tarfile: it refuses names with '..' and writes through symlinks on every
+        # Python (tarfile's safety filters need 3.11.4; Debian 12 has 3.11.2).
+        result = process.run(["tar", "-xf", tarball, "-C", staging, "--no-same-owner"])
+        if result.returncode != 0:
+            raise PipelineError(f"cannot unpack {tarball}: {'; '.join(result.stderr.splitlines())}")
+        entries = list(staging.iterdir())
+        top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+        atomic.reveal(top, dest)
 
 
 # --- Debian source packages -------------------------------------------------
@@ -508,7 +499,7 @@ def matching_debian_version(package, version, versions):
 
 def debian_versions(package):
     """Every version of the source package apt knows (apt-cache showsrc), as epoch:upstream-revision."""
-    result = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
+    result = process.run(["apt-cache", "showsrc", package])
     return re.findall(r"^Version: (\S+)", result.stdout, re.M)
 
 
@@ -600,8 +591,7 @@ def git_checkout(url, ref, dest, cache, log=None):
     except PipelineError as e:
         raise PipelineError(f"git ref '{ref}' not found in {url}") from e
     _run(["git", "-C", dest, "submodule", "update", "--init", "--recursive"], log=log)
-    return subprocess.run(["git", "-C", dest, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    return process.output_of(["git", "-C", dest, "rev-parse", "HEAD"]).strip()
 
 
 def _run(cmd, cwd=None, log=None):

@@ -20,18 +20,18 @@ import os
 import pwd
 import re
 import shutil
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pgo import PipelineError, contract, lines
+from pgo import PipelineError, contract, lines, process
 from pgo.atomic import write_json
-from pgo.config import TESTS_DIR, TestSet, TestSuite
+from pgo.config import TESTS_DIR, TestSet, TestSuite, build_config
 from pgo.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
 from pgo.runner import CommandTimedOut
-from pgo.workdir import read_json
+from pgo.workdir import Workdir, read_json
 
 TEST_USER = "pgo-test"
 RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
@@ -207,9 +207,8 @@ def unprivileged(log):
         return pwd.getpwnam(TEST_USER)
     except KeyError:
         pass
-    subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    "--comment", "runs the PGO pipeline's test suites (mtr refuses root)", TEST_USER],
-                   check=True, capture_output=True)
+    process.output_of(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                       "--comment", "runs the PGO pipeline's test suites (mtr refuses root)", TEST_USER])
     log.note(f"created the system user {TEST_USER}: the test suite runs unprivileged")
     return pwd.getpwnam(TEST_USER)
 
@@ -217,8 +216,7 @@ def unprivileged(log):
 def check_readable(user, paths):
     """The unprivileged user must reach the staged tree: every folder above it searchable by others."""
     for path in paths:
-        probe = subprocess.run(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
-                                "test", "-r", str(path)], capture_output=True)
+        probe = process.run(as_user(user.pw_uid, user.pw_gid, ["test", "-r", path]))
         if probe.returncode != 0:
             raise PipelineError(f"the test user {user.pw_name} cannot read {path}: the folders above it must be "
                                 "searchable by others (chmod o+x), or run pgo as an unprivileged user")
@@ -353,6 +351,26 @@ def load_results(workdir, set_name):
         raise PipelineError(f"the results of test set {set_name} in {workdir.root} are of another build than "
                             "the one staged there: run its test phase again")
     return results
+
+
+def judge(candidate: Workdir, baseline: Workdir | None, set_name: str | None = None,
+          max_environment_failures: int | None = None) -> dict[str, Any]:
+    """`pgo test-verdict`: judge the candidate work directory's results of a test set (default: its own)
+    against the baseline's (a work directory, or None); record the verdict beside the results, print
+    it, and refuse the build it does not pass."""
+    settings = candidate.load_settings()
+    chosen = chosen_set(build_config(settings.config).product, settings, set_name)
+    plain = load_results(baseline, chosen.name) if baseline else None
+    limit = chosen.max_environment_failures if max_environment_failures is None else max_environment_failures
+    judged = verdict(load_results(candidate, chosen.name), plain, limit)
+    write_json(results_dir(candidate, chosen.name) / VERDICT, judged)
+    print(lines.test_verdict(judged), flush=True)
+    if not judged["passed"]:
+        for problem in judged["problems"][1:]:
+            print(lines.tagged("test-verdict", problem), flush=True)
+        more = f" (and {len(judged['problems']) - 1} more above)" if len(judged["problems"]) > 1 else ""
+        raise PipelineError(f"the release is refused: {judged['problems'][0]}{more}")
+    return judged
 
 
 def verdict(candidate, baseline, max_environment_failures):

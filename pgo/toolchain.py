@@ -5,10 +5,9 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 
-from pgo import PipelineError
+from pgo import PipelineError, process
 from pgo.checksums import sha256_file
 
 VARIANTS = ("instrumented", "optimized", "plain")
@@ -30,11 +29,11 @@ def detect(cc="gcc", cxx="g++"):
     for tool in (cc, cxx):
         if shutil.which(tool) is None:
             raise PipelineError(f"compiler '{tool}' not found on PATH (install it, or choose one with --cc/--cxx)")
-    banner = _output([cc, "--version"]).splitlines()[0]
+    banner = process.output_of([cc, "--version"]).splitlines()[0]
     if "gcc" not in banner.lower() and "GCC" not in banner:
         raise PipelineError(f"'{cc}' is not GCC ({banner}); the profile flags are GCC's")
-    version = _output([cc, "-dumpfullversion"]).strip()
-    cxx_version = _output([cxx, "-dumpfullversion"]).strip()
+    version = process.output_of([cc, "-dumpfullversion"]).strip()
+    cxx_version = process.output_of([cxx, "-dumpfullversion"]).strip()
     if cxx_version != version:
         raise PipelineError(f"C compiler {cc} is GCC {version} but C++ compiler {cxx} is GCC {cxx_version}")
     return Compiler(cc, cxx, version, banner, os.path.realpath(shutil.which(cc)))
@@ -46,20 +45,13 @@ def gcov_binary(tool, version):
     for name in (f"{tool}-{version.split('.')[0]}", tool):
         path = shutil.which(name)
         if path:
-            result = subprocess.run([path, "--version"], capture_output=True, text=True)
+            result = process.run([path, "--version"])
             words = result.stdout.splitlines()[0].split() if result.stdout else ["?"]
             if words[-1] == version:
                 return path
             found.append(f"{name} {words[-1]}")
     raise PipelineError(f"no {tool} of GCC {version} on this machine (found: {', '.join(found) or 'none'}): "
                         "cannot read the .gcda files")
-
-
-def _output(cmd):
-    try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise PipelineError(f"'{' '.join(cmd)}' failed: {e}") from e
 
 
 # Link-time optimisation: a configuration's `lto` setting (pgo/configs.toml), the same flags in

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pgo import archive
+from pgo import archive, archive_model, checksums
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"
@@ -82,9 +82,10 @@ def hidden_leftovers(root):
 
 def rewrite_sums(entry_path):
     """Checksums that agree with whatever the entry now holds: only deeper checks can catch a change."""
-    names = [name for name in (archive.ARCHIVE, archive.MANIFEST, archive.KIND) if (entry_path / name).is_file()]
+    names = [name for name in (archive_model.ARCHIVE, archive_model.MANIFEST, archive_model.KIND)
+             if (entry_path / name).is_file()]
     lines = [f"{archive.sha256_file(entry_path / name)}  {name}\n" for name in names]
-    (entry_path / archive.SUMS).write_text("".join(lines))
+    (entry_path / checksums.SUMS).write_text("".join(lines))
 
 
 def snapshot(directory):
@@ -122,12 +123,12 @@ def test_training_build_archives_its_profile_with_a_full_manifest(trained):
     assert manifest["compiler"]["version"] == info["compiler"]["version"]
     assert manifest["flags_fingerprint"] == info["flags_fingerprint"]
     assert manifest["source"]["checksum"] == info["source"]["checksum"]
-    assert manifest["kind"] == "pending" and entry.kind() == "release" and manifest["line"] == "1.0"
+    assert manifest["kind"] == "pending" and archive.kind_of(entry) == "release" and manifest["line"] == "1.0"
     assert len(manifest["files"]) == check["gcda_files"] == len(list((work / "profile").glob("*.gcda")))
     assert manifest["functions"] >= 3          # main, hot_digest, cold_digest
     assert manifest["optimized"]["hot_coverage"] == 1.0
     assert manifest["built_by"]["host"]
-    assert subprocess.run(["sha256sum", "-c", archive.SUMS], cwd=entry.path, capture_output=True).returncode == 0
+    assert subprocess.run(["sha256sum", "-c", checksums.SUMS], cwd=entry.path, capture_output=True).returncode == 0
     assert json.loads((work / "archive.json").read_text())["entry"] == entry.name
 
     listed = json.loads(ok(pgo("archive", "list", "--json", archive_root=root)).stdout)
@@ -178,7 +179,7 @@ def test_incompatible_profile_is_refused_before_anything_is_built(archive_copy, 
     manifest = entry.manifest()
     manifest["compiler"]["version"] = "11.9.9"
     manifest["flags_fingerprint"] = "0000000000000000"
-    (entry.path / archive.MANIFEST).write_text(json.dumps(manifest))
+    (entry.path / archive_model.MANIFEST).write_text(json.dumps(manifest))
     rewrite_sums(entry.path)
     refused = build(tmp_path / "w", archive_copy, "--profile-from", entry.profile_id)
     one_line_error(refused, "does not fit", "compiler version (GCC): profile 11.9.9, this build",
@@ -247,7 +248,7 @@ def test_a_newer_version_line_does_not_take_an_older_lines_profile(archive_copy,
 
 def test_truncated_archive_fails_verify_and_reuse_and_is_never_overwritten(trained, archive_copy, tmp_path):
     entry = only_entry(archive_copy)
-    tarball = entry.path / archive.ARCHIVE
+    tarball = entry.path / archive_model.ARCHIVE
     tarball.write_bytes(tarball.read_bytes()[:100])
     damaged = snapshot(archive_copy)
 
@@ -265,7 +266,7 @@ def test_truncated_archive_fails_verify_and_reuse_and_is_never_overwritten(train
 
 def test_corrupted_archive_with_consistent_checksums_is_caught(archive_copy):
     entry = only_entry(archive_copy)
-    tarball = entry.path / archive.ARCHIVE
+    tarball = entry.path / archive_model.ARCHIVE
     data = bytearray(tarball.read_bytes())
     data[len(data) // 2] ^= 0xFF
     tarball.write_bytes(bytes(data))
@@ -289,7 +290,7 @@ def test_manifest_that_does_not_match_its_files_fails_verify(trained, archive_co
     shutil.copytree(work / "profile", altered)
     if fault == "outer manifest edited":
         manifest["version"] = "1.0.9"
-        (entry.path / archive.MANIFEST).write_text(json.dumps(manifest))
+        (entry.path / archive_model.MANIFEST).write_text(json.dumps(manifest))
         rewrite_sums(entry.path)
     else:
         if fault == "a .gcda altered":
@@ -420,7 +421,7 @@ def test_a_nightly_profile_stored_again_as_a_release_is_promoted_never_demoted(t
     again = ok(store(work, root, "--kind", "nightly"))
     assert "stays release" in again.stdout and kinds(root) == ["release"]
     entry = only_entry(root)
-    history = json.loads((entry.path / archive.KIND).read_text())["history"]
+    history = json.loads((entry.path / archive_model.KIND).read_text())["history"]
     assert [(h["from"], h["to"]) for h in history] == [("nightly", "release")]
     # A promoted nightly is a release: prune keeps it.
     ok(pgo("archive", "prune", "--keep", "1", archive_root=root))
@@ -433,7 +434,7 @@ def test_one_damaged_entry_hides_no_other_from_the_list(archive_copy):
     intact = only_entry(archive_copy)
     broken = intact.path.parent / "0123456789ab"
     broken.mkdir()
-    (broken / archive.MANIFEST).write_text((intact.path / archive.MANIFEST).read_text()[:100])
+    (broken / archive_model.MANIFEST).write_text((intact.path / archive_model.MANIFEST).read_text()[:100])
     listed = pgo("archive", "list", archive_root=archive_copy)
     error = one_line_error(listed, "1 of 2 archived profiles damaged", broken.name, "unreadable manifest.json")
     assert intact.name not in error
@@ -452,7 +453,7 @@ def test_latest_passes_over_a_damaged_entry_names_it_and_takes_the_intact_one(ar
     intact = only_entry(archive_copy)
     broken = intact.path.parent / "0123456789ab"
     broken.mkdir()
-    (broken / archive.MANIFEST).write_text((intact.path / archive.MANIFEST).read_text()[:100])
+    (broken / archive_model.MANIFEST).write_text((intact.path / archive_model.MANIFEST).read_text()[:100])
     reuse = tmp_path / "reuse"
     result = ok(build(reuse, archive_copy, "--profile-from", "latest"))
     passed_over = [line for line in result.stdout.splitlines() if line.startswith("[import] passed over")]
@@ -471,22 +472,22 @@ def test_a_kind_changed_by_hand_is_caught_by_verify_and_taken_by_nothing(tmp_pat
     ok(store(tmp_path / "work", root, "--kind", "release"))
     entry = only_entry(root)
     assert ok(pgo("archive", "verify", archive_root=root)).stdout.startswith("ok ")
-    promoted = (entry.path / archive.KIND).read_text()
+    promoted = (entry.path / archive_model.KIND).read_text()
     # A release demoted by hand would be pruned like a nightly.
-    (entry.path / archive.KIND).write_text(json.dumps({"kind": "nightly", "history": []}))
+    (entry.path / archive_model.KIND).write_text(json.dumps({"kind": "nightly", "history": []}))
     failed = pgo("archive", "verify", archive_root=root)
     assert failed.returncode == 1 and "kind.json does not match its checksum" in failed.stdout
     one_line_error(pgo("archive", "prune", "--keep", "1", archive_root=root), entry.name, "its kind is unknown")
     one_line_error(pgo("archive", "list", archive_root=root), "kind.json does not match its checksum")
     assert archive.entries(root) == [entry]
-    (entry.path / archive.KIND).write_text(promoted)
+    (entry.path / archive_model.KIND).write_text(promoted)
     ok(pgo("archive", "verify", archive_root=root))
 
     # A pending profile (a release not yet published) made a release by a kind.json of its own.
     pending_root = tmp_path / "pending"
     ok(build(tmp_path / "unpublished", pending_root))
     pending = only_entry(pending_root)
-    (pending.path / archive.KIND).write_text(json.dumps({"kind": "release", "history": []}))
+    (pending.path / archive_model.KIND).write_text(json.dumps({"kind": "release", "history": []}))
     failed = pgo("archive", "verify", archive_root=pending_root)
     assert failed.returncode == 1 and "sha256sums.txt does not list kind.json" in failed.stdout
     one_line_error(build(tmp_path / "reuse", pending_root, "--profile-from", "latest"), pending.name,
@@ -601,7 +602,7 @@ def nightlies(tmp_path_factory):
 def nightlies_copy(nightlies, tmp_path):
     root = tmp_path / "archive"
     shutil.copytree(nightlies[0] / "archive", root)
-    return root, *(archive.Entry(root, entry.name) for entry in nightlies[1:])
+    return root, *(archive_model.Entry(root, entry.name) for entry in nightlies[1:])
 
 
 # Every change to an archive entry, killed before each of its steps: the archive it starts from
@@ -629,7 +630,7 @@ def test_an_archive_change_killed_at_any_step_leaves_every_entry_whole(nightlies
         shutil.rmtree(entry.path)
     assert listed(initial).get(entry.name, "absent") == before
     root = tmp_path / "archive"
-    entry, newer = archive.Entry(root, entry.name), archive.Entry(root, newer.name)
+    entry, newer = archive_model.Entry(root, entry.name), archive_model.Entry(root, newer.name)
     args = [arg.format(entry=entry.name, work=work) for arg in command] + ["--archive", root]
     step = 0
     while True:

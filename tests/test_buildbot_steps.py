@@ -16,7 +16,8 @@ from twisted.trial import unittest
 
 from buildmaster import factories
 from buildmaster.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
-from pgo import lines, protocol
+from buildmaster.settings import from_dict
+from pgo import protocol
 from pgo.checksums import verify_sha256sums
 
 COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
@@ -163,19 +164,42 @@ class PgoCommandTest(StepTest):
                                                          "0% stale, 2871424 bytes of hot text;")
         return self.run_step()
 
-    def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):
-        self.setup_step(PgoCommand(name="benchmark", command=COMMAND, workdir="repo",
-                                   read_result=lines.RESULT_PARSERS["benchmark"],
-                                   env={"PYTHONUNBUFFERED": "1"}, logEnviron=False))
+    def test_a_test_run_with_failed_tests_warns_and_its_record_is_the_summary(self):
+        self.setup_phase_step("test")
+        results = {"runner": "fixture tests", "set": "release", "counts": {"passed": 1, "failed": 1, "skipped": 1},
+                   "flaky": [], "seconds": 2.5}
+        self.expect_commands(self.phase_shell().stdout("[test] 3 tests run, 1 failed\n").exit(0),
+                             self.check_record(json.dumps(results), f"tests/release/{protocol.TEST_RESULTS}"))
+        self.expect_outcome(result=WARNINGS, state_string="test (warnings): fixture tests release: 1 passed, "
+                                                          "1 failed, 1 skipped, 0.0 min;")
+        return self.run_step()
+
+    def bench_step(self):
+        settings = from_dict({"repo_on_worker": "repo"}, Path("/srv/master"), None)
+        step = next(s for s in factories.release_factory(settings, settings.platforms[0]).steps
+                    if s.kwargs.get("name") == "benchmark").buildStep()
+        step.set_step_arg("command", COMMAND)
+        self.setup_step(step)
+        for prop, value in {**BUILD, "builddir": "/b", "benchmark": "on"}.items():
+            self.build.setProperty(prop, value, "build")
         step, summaries, update = self.step, [], self.step.updateSummary
         step.updateSummary = lambda: (summaries.append(step.getCurrentSummary()["step"]), update())
-        self.expect_commands(self.shell().stdout(
+        return summaries
+
+    def bench_record(self, text):
+        return ExpectUploadFile(workersrc=f"/b/bench/{protocol.BENCH_RESULT}", workdir="repo", blocksize=32 * 1024,
+                                maxsize=None, writer=ExpectRemoteRef(remotetransfer.StringFileWriter)
+                                ).upload_string(text).exit(0)
+
+    def test_benchmark_pairs_are_its_progress_and_its_verdict_the_build_summary(self):
+        summaries = self.bench_step()
+        verdict = {"outcome": "inconclusive", "publish": True,
+                   "summary": "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs)"}
+        self.expect_commands(self.phase_shell().stdout(
             "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22\n"
             "[bench] oltp_read_only N=1 after 7 pairs: 1.031 (95% CI 0.990-1.074)\n"
-            "[bench] inconclusive: oltp_read_only: single-thread speedup 1.031 (95% CI 0.990-1.074, 20 pairs), "
-            "interval spans the minimum 1: not shown (stopped: max pairs)\n"
             "[bench] verdict: INCONCLUSIVE, publish: speedup not shown: oltp_read_only 1.031 "
-            "(95% CI 0.990-1.074, 20 pairs)\n").exit(0))
+            "(95% CI 0.990-1.074, 20 pairs)\n").exit(0), self.bench_record(json.dumps({"verdict": verdict})))
         summary = "speedup not shown: oltp_read_only 1.031 (95% CI 0.990-1.074, 20 pairs) (inconclusive);"
         self.expect_outcome(result=SUCCESS, state_string=f"benchmark: {summary}")
         d = self.run_step()
@@ -184,6 +208,22 @@ class PgoCommandTest(StepTest):
         d.addCallback(lambda _: self.step.getBuildResultSummary())
         d.addCallback(lambda s: self.assertEqual(s["build"], summary))
         return d
+
+    def test_a_benchmark_that_refuses_the_build_says_why(self):
+        """The gate's refusal is the command's exit status 1, without an error line: its record says why."""
+        self.bench_step()
+        verdict = {"outcome": "fail", "publish": False, "summary": "slower: oltp_read_only 0.95 (95% CI 0.93-0.97)"}
+        self.expect_commands(self.phase_shell().stdout("[bench] verdict: FAIL, do not publish: slower\n").exit(1),
+                             self.bench_record(json.dumps({"verdict": verdict})))
+        self.expect_outcome(result=FAILURE, state_string="benchmark (failure): slower: oltp_read_only 0.95 "
+                                                         "(95% CI 0.93-0.97) (fail);")
+        return self.run_step()
+
+    def test_a_benchmark_that_could_not_run_says_so_in_its_error_line(self):
+        self.bench_step()
+        self.expect_commands(self.phase_shell().stderr("bench: error: sysbench not found\n").exit(3))
+        self.expect_outcome(result=FAILURE, state_string="benchmark (failure): sysbench not found")
+        return self.run_step()
 
 
 class VersionStepTest(StepTest):

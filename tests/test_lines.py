@@ -1,9 +1,9 @@
-"""The lines the CLI prints, read by the parsers the Buildbot steps use (pgo/lines.py), and the
-records the steps read instead where the CLI writes one (pgo/protocol.py).
+"""The lines the CLI prints, read by the progress parser the Buildbot steps use (pgo/lines.py), and
+the records whose summaries the steps show (pgo/protocol.py).
 
-The lines come from real runs: a PGO build of the fixture project and a re-judged benchmark
-result; a line the CLI stops printing, or prints differently, fails here before a build
-summary goes blank.
+The lines and records come from real runs: a PGO build of the fixture project and a re-judged
+benchmark result; a line the CLI stops printing, or a record it writes differently, fails here
+before a build summary goes blank.
 """
 
 import json
@@ -55,39 +55,32 @@ def test_profile_use_record_becomes_its_summary(build_output):
     assert lines.profile_use_summary(use) == f"profile used by 100% of {use['hot_objects']} hot objects, 0 mismatches;"
 
 
-def test_only_the_result_lines_are_read(build_output):
-    _, output = build_output
-    results = [line for line in output if any(parse(line) for parse in lines.RESULT_PARSERS.values())]
-    assert [line.split("]")[0] for line in results] == ["[test"]
-
-
-def test_test_run_lines_become_progress_and_summary(build_output):
+def test_test_run_lines_are_progress_and_its_record_the_summary(build_output):
     workdir, output = build_output
-    results = json.loads((workdir / "tests" / "release" / "results.json").read_text())
+    results = json.loads((workdir / protocol.TESTS / "release" / protocol.TEST_RESULTS).read_text())
     assert "1 tests run, 0 failed" in read(lines.progress, output)
-    summary = read(lines.RESULT_PARSERS["test"], output)
-    assert summary == [f"fixture tests release: 2 passed, 0 failed, 1 skipped, {results['seconds'] / 60:.1f} min;"]
-    assert lines.failed_tests(summary[0]) == 0
-    assert lines.failed_tests("fixture tests release: 1 passed, 3 failed, 0 skipped, 0.1 min;") == 3
-    use = {"hot_coverage": 1, "hot_objects": 2, "coverage_mismatch": 0}
-    assert lines.failed_tests(lines.profile_use_summary(use)) == 0
+    assert lines.test_result_summary(results) == (f"fixture tests release: 2 passed, 0 failed, 1 skipped, "
+                                                  f"{results['seconds'] / 60:.1f} min;")
+    assert f"[test] {lines.test_result_summary(results)[:-1]}" in output
 
 
-def test_test_verdict_line_becomes_its_summary(build_output):
+def test_test_verdict_record_becomes_its_summary(build_output):
     workdir, _ = build_output
     run = run_pgo("test-verdict", "--candidate", workdir)
-    assert read(lines.RESULT_PARSERS["test-verdict"], run.stdout.splitlines()) == [
-        "tests release passed: optimised build 2 passed, 0 failed; no plain build;"]
+    verdict = json.loads((workdir / protocol.TESTS / "release" / protocol.TEST_VERDICT).read_text())
+    assert lines.test_verdict_summary(verdict) == "tests release passed: optimised build 2 passed, 0 failed; " \
+                                                  "no plain build;"
+    assert "[test-verdict] release PASSED: optimised build 2 passed, 0 failed; no plain build" in run.stdout
 
 
 @pytest.mark.parametrize("args, outcome", [([], "pass"), (["--min-speedup", "1.3"], "fail"),
                                            (["--min-speedup", "1.25"], "inconclusive")])
-def test_benchmark_verdict_becomes_its_summary(tmp_path, args, outcome):
+def test_benchmark_verdict_record_becomes_its_summary(tmp_path, args, outcome):
     run = subprocess.run([sys.executable, "-m", "pgo.bench", "--from-result", RESULT, "--out", tmp_path, *args],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    verdict = json.loads((tmp_path / "result.json").read_text())["verdict"]
-    assert verdict["outcome"] == outcome, run.stderr
-    assert read(lines.RESULT_PARSERS["benchmark"], run.stdout.splitlines()) == [f"{verdict['summary']} ({outcome});"]
+    result = protocol.read_record((tmp_path / protocol.BENCH_RESULT).read_text(), protocol.BENCH_RESULT)
+    assert result["verdict"]["outcome"] == outcome, run.stderr
+    assert lines.bench_verdict_summary(result) == f"{result['verdict']['summary']} ({outcome});"
     assert read(lines.progress, run.stdout.splitlines()) == []
 
 

@@ -8,10 +8,11 @@ nested ones whose /dev/kvm cannot run an ordinary guest kernel.
 """
 
 import shutil
-import subprocess
 import time
 
+from pgo import process
 from vm_images import ImageError
+from vm_images.store import DISK, INITRD, KERNEL
 
 QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT = 300
@@ -31,14 +32,14 @@ def boot(build, scratch, timeout=BOOT_TIMEOUT):
     scratch.mkdir(parents=True)
     child = scratch / "hd.qcow2"
     console = scratch / "console.log"
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-                    str(build.path / "disk.qcow2"), str(child)], check=True)
-    vm = subprocess.Popen([QEMU, "-accel", "tcg", "-m", "1024", "-smp", "1", "-display", "none", "-no-reboot",
-                           "-kernel", str(build.path / "vmlinuz"), "-initrd", str(build.path / "initrd.img"),
-                           "-append", build.manifest["kernel_cmdline"],
-                           "-drive", f"file={child},if=virtio,format=qcow2",
-                           "-nic", "user,model=virtio-net-pci", "-serial", f"file:{console}"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process.output_of(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", build.path / DISK,
+                       child], error=ImageError)
+    vm = process.start([QEMU, "-accel", "tcg", "-m", "1024", "-smp", "1", "-display", "none", "-no-reboot",
+                        "-kernel", build.path / KERNEL, "-initrd", build.path / INITRD,
+                        "-append", build.manifest["kernel_cmdline"],
+                        "-drive", f"file={child},if=virtio,format=qcow2",
+                        "-nic", "user,model=virtio-net-pci", "-serial", f"file:{console}"],
+                       stdout=process.DEVNULL, stderr=process.PIPE, text=True, error=ImageError)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and vm.poll() is None:

@@ -14,16 +14,15 @@ Everything is written into a hidden .partial folder and renamed into place when 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from pgo.atomic import write_json
+from pgo import atomic, process
 from pgo.checksums import sha256_file
 from vm_images import ImageError, chroot
 from vm_images.definition import MASTER_REQUIREMENTS
-from vm_images.store import now
+from vm_images.store import ARTIFACTS, DISK, INITRD, KERNEL, MANIFEST, ROOTFS_TARBALL, now
 
 TOOLS = {"mmdebstrap": "mmdebstrap", "mke2fs": "e2fsprogs", "qemu-img": "qemu-utils",
          "zstd": "zstd", "unshare": "util-linux", "dpkg-query": "dpkg"}
@@ -60,7 +59,7 @@ def build(image, store, say=print):
     step("mmdebstrap", lambda: bootstrap(image, rootfs, log))
     step("provision", lambda: provision(image, build_id, rootfs, log))
     step("kernel", lambda: copy_kernel(rootfs, partial))
-    step("tarball", lambda: pack_tarball(rootfs, partial / "rootfs.tar.zst", log))
+    step("tarball", lambda: pack_tarball(rootfs, partial / ROOTFS_TARBALL, log))
     step("disk", lambda: make_disk(rootfs, partial, image.disk_gib, log))
     manifest = {
         "image": image.name,
@@ -76,8 +75,8 @@ def build(image, store, say=print):
         "artifacts": artifacts(partial),
     }
     check_pins(image, manifest["packages"])
-    write_json(partial / "manifest.json", manifest)
-    partial.rename(final)
+    atomic.write_json(partial / MANIFEST, manifest)
+    atomic.reveal(partial, final)
     say(f"built {image.name}/{build_id} in {manifest['build_seconds']:.0f} s: "
         + ", ".join(f"{name} {human(a['bytes'])}" for name, a in manifest["artifacts"].items()))
     return final
@@ -181,7 +180,8 @@ def in_image(rootfs, argv, log):
 
 
 def copy_kernel(rootfs, folder):
-    for pattern, name in (("vmlinuz-*", "vmlinuz"), ("initrd.img-*", "initrd.img")):
+    for name in (KERNEL, INITRD):
+        pattern = f"{name}-*"
         found = sorted((rootfs / "boot").glob(pattern))
         if len(found) != 1:
             raise ImageError(f"expected one {pattern} in the image's /boot, found {len(found)}: "
@@ -202,7 +202,7 @@ def make_disk(rootfs, folder, disk_gib, log):
         # lazy init: the kernel zeroes inode tables on first mount, the file stays sparse
         run_logged(["mke2fs", "-q", "-F", "-t", "ext4", "-L", "pgo-root", "-d", rootfs,
                     "-E", "lazy_itable_init=1,lazy_journal_init=1", raw], log)
-        run_logged(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, folder / "disk.qcow2"], log)
+        run_logged(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, folder / DISK], log)
     finally:
         raw.unlink(missing_ok=True)
 
@@ -212,10 +212,10 @@ def run_logged(argv, log):
     with open(log, "a", encoding="utf-8", errors="replace") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
+        returncode = process.run_into(argv, out, error=ImageError)
+    if returncode != 0:
         lines = Path(log).read_text(errors="replace").splitlines()
-        raise ImageError(f"{Path(argv[0]).name} failed with status {result.returncode}: "
+        raise ImageError(f"{Path(argv[0]).name} failed with status {returncode}: "
                          f"{last_line(chr(10).join(lines[-20:]))} (log: {log})")
 
 
@@ -225,9 +225,8 @@ def last_line(text):
 
 
 def installed_packages(rootfs):
-    output = subprocess.run(["dpkg-query", f"--admindir={rootfs}/var/lib/dpkg", "-W",
-                             "-f=${db:Status-Abbrev}\t${Package}\t${Version}\n"],
-                            capture_output=True, text=True, check=True).stdout
+    output = process.output_of(["dpkg-query", f"--admindir={rootfs}/var/lib/dpkg", "-W",
+                                "-f=${db:Status-Abbrev}\t${Package}\t${Version}\n"], error=ImageError)
     return {name: version for status, name, version in (line.split("\t") for line in output.splitlines())
             if status.strip() == "ii"}
 
@@ -261,12 +260,11 @@ def tree_bytes(root):
 
 def artifacts(folder):
     result = {}
-    for name in ("rootfs.tar.zst", "disk.qcow2", "vmlinuz", "initrd.img"):
+    for name in ARTIFACTS:
         path = folder / name
         entry = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
-        if name == "disk.qcow2":
-            info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", path],
-                                             capture_output=True, text=True, check=True).stdout)
+        if name == DISK:
+            info = json.loads(process.output_of(["qemu-img", "info", "--output=json", path], error=ImageError))
             entry["virtual_bytes"] = info["virtual-size"]
         result[name] = entry
     return result

@@ -10,11 +10,11 @@ it tests; what a command must keep it writes into a writable bind mount.
 import os
 import shlex
 import shutil
-import subprocess
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo import process
 from vm_images import ImageError
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -88,10 +88,9 @@ def run(rootfs, argv, log, *, user=None, binds=(), env=None, cwd="/", scratch=No
         where = f"{rootfs.parent.parent.name}/{rootfs.parent.name}" + (f" as {user}" if user else "")
         out.write(f"$ [{where}] {' '.join(map(str, argv))}\n")
         out.flush()
-        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--fork",
-                                 "sh", "-c", "\n".join(script)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", bufsize=1, start_new_session=True)
+        proc = process.start(["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c",
+                              "\n".join(script)],
+                             stdout=process.PIPE, stderr=process.STDOUT, text=True, new_session=True, error=ImageError)
         try:
             for line in proc.stdout:
                 out.write(line)

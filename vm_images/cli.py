@@ -16,7 +16,7 @@ import json
 
 from pgo.errors import run_command
 from vm_images import DEFAULT_IMAGES, ImageError, definition
-from vm_images.store import Store, read_json
+from vm_images.store import ROLLOUT_RECORD, Store, read_json
 
 
 def main(argv=None):
@@ -126,7 +126,7 @@ def cmd_rollout(args):
     store = Store(args.images)
     to_image, canary = args.to_image, args.canary_config
     if args.resume:
-        record = read_json(store.rollouts / args.resume / "rollout.json", f"rollout {args.resume}")
+        record = read_json(store.rollouts / args.resume / ROLLOUT_RECORD, f"rollout {args.resume}")
         to_image, canary = to_image or record["to"], canary or record["canary"]["name"]
     if not to_image:
         raise ImageError("rollout needs --to IMAGE (or --resume ROLLOUT)")

@@ -8,12 +8,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo import protocol
 from pgo.bench.policy import POLICIES
 from pgo.readers import read_toml
 from vm_images import REPO, ImageError
 
 DEFINITIONS = Path(__file__).with_name("images.toml")
-MASTER_REQUIREMENTS = REPO / "requirements" / "master.txt"
+MASTER_REQUIREMENTS = REPO / protocol.MASTER_REQUIREMENTS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")

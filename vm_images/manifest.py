@@ -4,13 +4,13 @@ import json
 from pathlib import Path
 
 from vm_images import ImageError
-from vm_images.store import read_json
+from vm_images.store import MANIFEST, read_json
 
 
 def load_manifest(name, store):
     """A manifest named by a path to manifest.json, or by IMAGE or IMAGE/BUILD in the store."""
     path = Path(name)
-    if path.name == "manifest.json" or path.is_file():
+    if path.name == MANIFEST or path.is_file():
         return read_json(path, "image manifest")
     return store.build(name).manifest
 

@@ -26,7 +26,7 @@ from pgo import protocol
 from pgo.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
-from vm_images.store import now, read_json, stamp
+from vm_images.store import ROLLOUT_RECORD, now, read_json, stamp
 
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
 CANARY_BUILD_SETTINGS = ("name", "version", "config", "source")
@@ -137,7 +137,7 @@ class Rollout:
         kept = {}
         if resume:     # nothing is written before the checks below passed
             rollout_id, folder = resume, self.store.rollouts / resume
-            self.record = read_json(folder / "rollout.json", f"rollout {resume}")
+            self.record = read_json(folder / ROLLOUT_RECORD, f"rollout {resume}")
             kept, reuse_build = self.resumable(current, to_image, reuse_build)
             earlier = {k: self.record.pop(k) for k in ("canary", "steps", "decision", "reason", "started", "finished")}
             self.record.setdefault("attempts", []).append(earlier)
@@ -153,7 +153,7 @@ class Rollout:
             folder.mkdir(parents=True)
             self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,
                            "started": now(), "steps": [], "decision": "running"}
-        self.record_file = folder / "rollout.json"
+        self.record_file = folder / ROLLOUT_RECORD
         self.save()
         self.say(f"rollout {current.ref} ({current.manifest['definition']['compiler']['cc']}) -> {to_image} "
                  f"({image.compiler.cc} {image.compiler.version}), canary '{self.canary.name}'; "

@@ -5,8 +5,8 @@
     <images>/current.json             the pointer the Buildbot master reads
     <images>/rollouts/                one log (and canary work folder) per rollout
 
-A build is published by one rename, so readers see all of it or nothing; the pointer is
-rewritten atomically, and nothing here ever deletes a build.
+A build is published by one rename (pgo/atomic.py reveal), so readers see all of it or nothing;
+the pointer is rewritten atomically, and nothing here ever deletes a build.
 """
 
 import re
@@ -14,12 +14,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import readers
-from pgo.atomic import write_json
+from pgo import atomic, readers
 from pgo.protocol import CURRENT_IMAGE
 from vm_images import ImageError
 
 BUILD_ID_RE = re.compile(r"^\d{8}T\d{6}Z$")
+# A finished build's files (vm_images/build.py makes them).
+MANIFEST = "manifest.json"
+ROOTFS_TARBALL, DISK, KERNEL, INITRD = "rootfs.tar.zst", "disk.qcow2", "vmlinuz", "initrd.img"
+ARTIFACTS = (ROOTFS_TARBALL, DISK, KERNEL, INITRD)
+ROLLOUT_RECORD = "rollout.json"     # <images>/rollouts/<id>/rollout.json (vm_images/rollout.py)
 
 
 def now():
@@ -47,7 +51,7 @@ class Build:
 
     @property
     def manifest(self):
-        return read_json(self.path / "manifest.json", "image manifest")
+        return read_json(self.path / MANIFEST, "image manifest")
 
     @property
     def rootfs(self):
@@ -73,7 +77,7 @@ class Store:
     def new_build_dir(self, image):
         build_id = stamp()
         final = self.root / image / build_id
-        partial = self.root / image / f".{build_id}.partial"
+        partial = atomic.kept(final)
         if final.exists() or partial.exists():
             raise ImageError(f"a build {image}/{build_id} already exists; wait a second and retry")
         partial.mkdir(parents=True)
@@ -84,7 +88,7 @@ class Store:
         if not folder.is_dir():
             return []
         return [Build(image, p.name, p) for p in sorted(folder.iterdir())
-                if BUILD_ID_RE.match(p.name) and (p / "manifest.json").is_file()]
+                if BUILD_ID_RE.match(p.name) and (p / MANIFEST).is_file()]
 
     def build(self, ref):
         """A build named IMAGE (its latest) or IMAGE/BUILD."""
@@ -127,14 +131,14 @@ class Store:
             "reason": reason,
             "compiler": {k: manifest["definition"]["compiler"][k] for k in ("cc", "cxx", "version")},
             # relative to the images folder, so the master can mount it anywhere
-            "disk": f"{build.ref}/disk.qcow2",
-            "kernel": f"{build.ref}/vmlinuz",
-            "initrd": f"{build.ref}/initrd.img",
+            "disk": f"{build.ref}/{DISK}",
+            "kernel": f"{build.ref}/{KERNEL}",
+            "initrd": f"{build.ref}/{INITRD}",
             "kernel_cmdline": manifest["kernel_cmdline"],
-            "rootfs_tarball": f"{build.ref}/rootfs.tar.zst",
+            "rootfs_tarball": f"{build.ref}/{ROOTFS_TARBALL}",
         }
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.pointer_file, pointer)
+        atomic.write_json(self.pointer_file, pointer)
         return pointer["current"]
 
     def previous(self):

@@ -5,10 +5,10 @@ A build is given as an installed tree (a basedir), a binary tarball, or a CMake 
 """
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgo import process
 from pgo.bench.errors import InfraError, UsageError
 
 SERVER_NAMES = ("mariadbd", "mysqld")
@@ -42,11 +42,8 @@ def from_basedir(label, source, kind, basedir):
         missing = "mariadbd" if server is None else "mariadb-install-db"
         raise UsageError(f"build {label}: no {missing} under {basedir} (expected an installed "
                          "tree with bin/ or sbin/, scripts/ and share/)")
-    try:
-        version = subprocess.run([str(server), "--version"], capture_output=True, text=True,
-                                 timeout=60).stdout.strip()
-    except OSError as e:
-        raise InfraError(f"build {label}: cannot run {server}: {e}") from None
+    version = process.run([server, "--version"], error=InfraError, timeout=60, what=f"build {label}: {server}"
+                          ).stdout.strip()
     # "<path>  Ver 10.11.19-MariaDB ...": the path says nothing the report does not already.
     version = version[version.find("Ver "):] if "Ver " in version else version
     return Build(label, source, kind, basedir, server, install_db, version)
@@ -70,8 +67,7 @@ def unpack(label, tarball, dest):
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     # GNU tar refuses '..' names and writes through symlinks on every Python (tarfile's filters need 3.11.4)
-    result = subprocess.run(["tar", "-xf", str(tarball), "-C", str(dest), "--no-same-owner"],
-                            capture_output=True, text=True)
+    result = process.run(["tar", "-xf", tarball, "-C", dest, "--no-same-owner"], error=InfraError)
     if result.returncode != 0:
         raise InfraError(f"build {label}: cannot unpack {tarball}: {'; '.join(result.stderr.splitlines())}")
     tops = [p for p in dest.iterdir() if p.is_dir()]
@@ -85,8 +81,7 @@ def stage(label, tree, prefix):
     if cmake is None:
         raise InfraError(f"build {label}: cmake is needed to stage the build tree {tree}")
     shutil.rmtree(prefix, ignore_errors=True)
-    result = subprocess.run([cmake, "--install", str(tree), "--prefix", str(prefix)],
-                            capture_output=True, text=True)
+    result = process.run([cmake, "--install", tree, "--prefix", prefix], error=InfraError)
     if result.returncode != 0:
         last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise InfraError(f"build {label}: cmake --install {tree} failed: {last[0]}")

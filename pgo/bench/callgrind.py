@@ -9,8 +9,8 @@ dumped right after the fixed number of transactions.
 
 import re
 import shutil
-import subprocess
 
+from pgo import process
 from pgo.bench.errors import InfraError
 
 WARMUP_EVENTS = 500
@@ -55,8 +55,8 @@ def measure(server, sysbench, workload, events, out_dir):
 
 def where_it_runs(dump):
     """The share of instructions in out-of-line cold parts, and the top functions by own cost."""
-    result = subprocess.run(["callgrind_annotate", "--show=Ir", "--threshold=100", "--inclusive=no", "--auto=no",
-                             str(dump)], capture_output=True, text=True, timeout=600)
+    result = process.run(["callgrind_annotate", "--show=Ir", "--threshold=100", "--inclusive=no", "--auto=no", dump],
+                         error=InfraError, timeout=600)
     if result.returncode != 0:
         raise InfraError(f"callgrind_annotate {dump.name} failed: {(result.stderr or result.stdout).strip()}")
     costs = self_costs(result.stdout)
@@ -79,8 +79,7 @@ def self_costs(annotated):
 
 
 def control(server, option):
-    result = subprocess.run(["callgrind_control", option, str(server.pid)],
-                            capture_output=True, text=True, timeout=600)
+    result = process.run(["callgrind_control", option, server.pid], error=InfraError, timeout=600)
     if result.returncode != 0:
         raise InfraError(f"callgrind_control {option} for build {server.build.label} failed: "
                          f"{(result.stderr or result.stdout).strip()}")

@@ -13,11 +13,12 @@ import shlex
 import shutil
 from pathlib import Path
 
-from pgo import PipelineError, lines, profile
+from pgo import PipelineError, atomic, lines, profile
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
 from pgo.errors import fail
+from pgo.protocol import BENCH_RESULT
 
 SYSBENCH_SCRIPTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
@@ -31,7 +32,7 @@ def add_arguments(parser):
     run = parser.add_argument_group("what to compare")
     run.add_argument("--baseline", help="plain build: basedir, bintar (.tar.gz) or CMake build tree")
     run.add_argument("--candidate", help="PGO build: basedir, bintar (.tar.gz) or CMake build tree")
-    run.add_argument("--out", required=True, help="directory for result.json, report.md and plots")
+    run.add_argument("--out", required=True, help=f"directory for {BENCH_RESULT}, report.md and plots")
     run.add_argument("--from-result", metavar="JSON",
                      help="do not measure: re-analyse this result.json, redraw and re-judge it")
     load = parser.add_argument_group("workload")
@@ -291,11 +292,12 @@ def publish(result, out):
     result["verdict"] = gate.evaluate(result["analysis"], s["min_speedup"], s["inconclusive"], stopped)
     out.mkdir(parents=True, exist_ok=True)
     figures = plots.draw_all(result, out)
-    (out / "report.md").write_text(report.render(result, figures))
-    (out / "result.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    rendered = out / "report.md"
+    rendered.write_text(report.render(result, figures))
+    atomic.write(out / BENCH_RESULT, (json.dumps(result, indent=1, allow_nan=False) + "\n").encode())
     verdict = result["verdict"]
     for check in verdict["checks"]:
         print(lines.tagged("bench", f"{check['status']}: {check['text']}"), flush=True)
     print(lines.bench_verdict(verdict), flush=True)
-    print(lines.tagged("bench", f"report: {out / 'report.md'}"), flush=True)
+    print(lines.tagged("bench", f"report: {rendered}"), flush=True)
     return 0 if verdict["publish"] else 1

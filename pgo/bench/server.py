@@ -4,10 +4,10 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 import time
 
+from pgo import process
 from pgo.bench.errors import InfraError
 
 DATABASE = "sbtest"
@@ -60,7 +60,7 @@ class Server:
                f"--datadir={self.datadir}", "--auth-root-authentication-method=normal", *as_root()]
         log = self.logs / f"install-db-{self.build.label}.log"
         with open(log, "w") as out:
-            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+            code = process.run_into(cmd, out, error=InfraError)
         if code != 0:
             raise InfraError(f"{self.name}: mariadb-install-db failed (exit {code}): {last_line(log)}")
 
@@ -77,7 +77,7 @@ class Server:
                f"--log-error={self.error_log}", f"--init-file={init_file}", *as_root(),
                *self.options, *extra_options]
         self.console = open(self.logs / f"server-{self.build.label}.console", "a")
-        self.process = subprocess.Popen(cmd, stdout=self.console, stderr=subprocess.STDOUT)
+        self.process = process.start(cmd, stdout=self.console, stderr=process.STDOUT, error=InfraError)
         deadline = time.monotonic() + timeout
         while not self.accepts_clients():
             if self.process.poll() is not None:
@@ -108,21 +108,19 @@ class Server:
         """Clean shutdown: mariadbd treats SIGTERM as SHUTDOWN."""
         if self.process is None:
             return
-        process, self.process = self.process, None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        proc, self.process = self.process, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            if not process.ended(proc, timeout):
+                proc.kill()
+                proc.wait()
                 self.cleanup()
                 if check:
-                    raise InfraError(f"{self.name} did not shut down within {timeout} s") from None
+                    raise InfraError(f"{self.name} did not shut down within {timeout} s")
                 return
         self.cleanup()
-        if check and process.returncode != 0:
-            raise InfraError(f"{self.name} shut down uncleanly (exit {process.returncode}): "
+        if check and proc.returncode != 0:
+            raise InfraError(f"{self.name} shut down uncleanly (exit {proc.returncode}): "
                              f"{self.last_error()}")
 
     def cleanup(self):

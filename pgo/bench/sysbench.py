@@ -2,9 +2,9 @@
 
 import math
 import re
-import subprocess
 from collections import Counter
 
+from pgo import process
 from pgo.bench.errors import InfraError
 from pgo.bench.server import DATABASE
 
@@ -29,12 +29,7 @@ class Sysbench:
                 f"--tables={self.tables}", f"--table-size={self.table_size}", *options]
 
     def call(self, what, cmd, timeout):
-        try:
-            result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise InfraError(f"sysbench {what} did not finish within {timeout} s") from None
-        except OSError as e:
-            raise InfraError(f"cannot run sysbench: {e}") from None
+        result = process.run(cmd, error=InfraError, timeout=timeout, what=f"sysbench {what}")
         with open(self.log, "a") as log:
             log.write(f"### {what}\n$ {' '.join(cmd)}\n{result.stdout}{result.stderr}\n")
         if result.returncode != 0:
