@@ -35,9 +35,10 @@ BUILD_OPTIONS = "nocheck noautodbgsym"
 # What `dh binary` must not run once the stamp is written: configuring, building or testing.
 BUILD_STEP = re.compile(r"\b(?:override_)?(dh_auto_configure|dh_auto_build|dh_auto_test|dh_autoreconf"
                         r"|dh_update_autotools_config)\b|\bcreate-stamp\b")
-MISSING_INSTALL = re.compile(r'dh_install: warning: Cannot find \(any matches for\) "([^"]+)"')
+MISSING_INSTALL = re.compile(r"dh_install: warning: (\S+) missing files: (.+)")
 NOT_INSTALLED = re.compile(r"dh_missing: warning: (\S+) exists in debian/tmp but is not installed to anywhere")
 TOOL_ERROR = re.compile(r"^(\S+): error: (.+)$", re.M)
+MAKE_FAILED = re.compile(r"make(?:\[\d+\])?: \*\*\* \[(.+?)\] Error \d+")
 
 
 def make(build, recipe, folder, scratch):
@@ -171,14 +172,15 @@ def require_no_build_step(src):
     planned = output_of(["dh", "binary", "--no-act"], cwd=src, env={"DEB_BUILD_OPTIONS": BUILD_OPTIONS})
     steps = [line.strip() for line in planned.splitlines() if BUILD_STEP.search(line)]
     if steps:
-        raise PipelineError(f"debian/rules binary would still run '{steps[0]}' with {STAMP} written: "
+        raise PipelineError(f"debian/rules binary would still run {', '.join(steps)} with {STAMP} written: "
                             "it would build again, not package the checked build")
 
 
 def run_rules(src, tree, log):
-    done = run_tool(["fakeroot", "debian/rules", "binary", f"BUILDDIR={tree}"], cwd=src,
-                    env={"DEB_BUILD_OPTIONS": BUILD_OPTIONS})
-    output = done.stdout + done.stderr
+    # One stream, in order: a failing command's message stands right above make's report of it.
+    done = run_tool(["sh", "-c", 'exec "$@" 2>&1', "sh", "fakeroot", "debian/rules", "binary", f"BUILDDIR={tree}"],
+                    cwd=src, env={"DEB_BUILD_OPTIONS": BUILD_OPTIONS})
+    output = done.stdout
     log.write_text(output)
     if done.returncode != 0:
         raise PipelineError(f"{rules_failure(output)} (log: {log})")
@@ -186,20 +188,25 @@ def run_rules(src, tree, log):
 
 def rules_failure(output):
     """One line for a failed `debian/rules binary`: the file at fault where debhelper names one."""
-    missing = MISSING_INSTALL.findall(output)
+    missing = [(package, name) for package, names in MISSING_INSTALL.findall(output) for name in names.split()]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        return f"debian/rules binary: a debian/*.install names {missing[0]}, which the build did not install{more}"
+        package, name = missing[0]
+        return f"debian/rules binary: debian/{package}.install names {name}, which the build did not install{more}"
     extra = NOT_INSTALLED.findall(output)
     if extra:
         more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
         return (f"debian/rules binary: the build installed {extra[0]}, which no debian/*.install takes{more} "
                 "(dh_missing --fail-missing)")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    failed = next((i for i, line in enumerate(lines) if MAKE_FAILED.match(line)), None)
+    if failed is not None:
+        said = next((line for line in reversed(lines[:failed]) if not line.startswith("make")), "no output")
+        return f"debian/rules binary failed in {MAKE_FAILED.match(lines[failed]).group(1)}: {said}"
     errors = TOOL_ERROR.findall(output)
     if errors:
         return f"debian/rules binary: {errors[-1][0]}: {errors[-1][1]}"
-    last = [line for line in output.splitlines() if line.strip()]
-    return f"debian/rules binary failed: {last[-1].strip() if last else 'no output'}"
+    return f"debian/rules binary failed: {lines[-1] if lines else 'no output'}"
 
 
 def objects_of(tree):
@@ -212,5 +219,6 @@ def require_unchanged(tree, before):
     after = objects_of(tree)
     changed = sorted(str(p.relative_to(tree)) for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     if changed:
-        raise PipelineError(f"debian/rules binary changed {len(changed)} files of the build tree (first: "
-                            f"{changed[0]}): it compiled, so the packages are not the checked build")
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise PipelineError(f"debian/rules binary changed the build tree's {changed[0]}{more}: it compiled, "
+                            "so the packages are not the checked build")
