@@ -15,6 +15,7 @@ import pytest
 from conftest import FIXTURE, refused, run_pgo
 
 from pgo import PipelineError, debrules
+from pgo.config import build_config, load
 from pgo.package import load_build
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture-deb", "--tests", "off"]
@@ -239,3 +240,11 @@ def test_debian_from_the_cached_debian_source_package(packaged, tmp_path):
     with pytest.raises(PipelineError, match="neither 'src:debian' nor 'debian-source'"):
         debrules.place_debian("apt:fixture", build, tmp_path)
     shutil.rmtree(cache)
+
+
+def test_the_configuration_selects_the_rules():
+    assert build_config("fixture-deb").debian_rules and not build_config("fixture").debian_rules
+    assert not build_config("release").debian_rules          # until step 3 of docs/plan-issue29.md
+    data = {"products": load()["products"], "configs": {"x": {"product": "fixture", "debian_rules": "yes"}}}
+    with pytest.raises(PipelineError, match="debian_rules = 'yes' is not true or false"):
+        build_config("x", data)
