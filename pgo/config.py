@@ -86,6 +86,9 @@ class BuildConfig:
     # BOLT after the optimised build (the bolt phase, pgo/bolt.py), and the flags it needs from GCC in
     # every variant (pgo/toolchain.py BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS); part of the flags fingerprint.
     bolt: bool = False
+    # `pgo package --format deb` through the Debian source package's own debian/rules
+    # (pgo/debrules.py) instead of the hand-written recipe: the tree is a DEB-layout build.
+    debian_rules: bool = False
 
     def require_version(self, version):
         """Refuse a version of another product line than the configuration's."""
@@ -154,12 +157,12 @@ def build_config(name, data=None):
     line = nearest("line")
     if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
         raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
-    switches = {key: nearest(key) for key in ("lto", "bolt")}
+    switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules")}
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
             raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
     return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"),
-                       bool(switches["lto"]), bool(switches["bolt"]))
+                       bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]))
 
 
 def server_binary(product_name):

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgo import PipelineError, atomic, contract, debpackages, process, protocol
+from pgo import PipelineError, atomic, contract, debpackages, debrules, process, protocol
 from pgo.checksums import sha256_file, write_sha256sums
-from pgo.config import server_binary
+from pgo.config import build_config, server_binary
 from pgo.readers import read_json
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
 from pgo.runner import say
@@ -485,10 +485,15 @@ def write_rpm_changelog(build, spec, path):
     return path
 
 
-# --- deb: binary packages assembled from the staged tree ----------------------
+# --- deb: the source package's debian/rules on the build tree, or assembled from the staged tree
 
 def make_deb(build, folder, scratch):
-    return build, debpackages.make(build, recipe("deb", build), folder, scratch)
+    """A configuration with `debian_rules = true` packages through its Debian source package's own
+    debian/rules (pgo/debrules.py); the others through the hand-written split (pgo/debpackages.py)."""
+    spec = recipe("deb", build)
+    if build_config(build.info["config"]).debian_rules:
+        return build, debrules.make(build, spec, folder, scratch)
+    return build, debpackages.make(build, spec, folder, scratch)
 
 
 MAKERS = {"bintar": make_bintar, "rpm": make_rpm, "deb": make_deb}

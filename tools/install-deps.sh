@@ -9,11 +9,15 @@ what=${1:-build}
 # checkpolicy and semodule-utils: MariaDB's -DRPM build compiles its SELinux policy module.
 # bolt-19 and libbolt-19-dev (its instrumentation runtime): the bolt phase of a configuration with
 # `bolt = true` (pgo/bolt.py); LLVM 19's BOLT, the newest in bookworm's main archive.
+# debhelper, dh-exec, po-debconf and fakeroot: the debs of a configuration with `debian_rules = true`
+# come from the Debian source package's own debian/rules (pgo/debrules.py; Debian's mariadb rules
+# use dh-exec in its .install files and po-debconf for its debconf templates).
 build_packages="gcc g++ cmake ninja-build bison pkg-config git
   libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
   libpam0g-dev libsystemd-dev libxml2-dev libcurl4-openssl-dev
   mariadb-client libmariadb-dev sysbench
   dpkg-dev binutils rpm cpio checkpolicy semodule-utils
+  debhelper dh-exec po-debconf fakeroot
   bolt-19 libbolt-19-dev"
 # A real server for the tests, the benchmark's callgrind, and the package proofs
 # (rpmlint, lintian, a Debian chroot for the .deb).
