@@ -198,3 +198,34 @@ def test_release_is_debians_configuration_with_a_reduced_instrumented_and_plain_
     # The minimal configurations keep the standalone layout, and their fingerprints.
     assert build_config("minimal-lto").generator == "Ninja"
     assert "-DDEB=Debian" not in build_config("minimal-lto").cmake_args
+
+
+# Options of debian/rules that are not the configuration's: the comment is the pipeline's, the suffix
+# Debian's revision (pgo/configs.toml [configs.release]).
+NOT_OURS = ("-DCOMPILATION_COMMENT=", "-DMYSQL_SERVER_SUFFIX=")
+
+
+def debian_tarball(suite_mark):
+    """A Debian packaging tarball of MariaDB in this machine's download cache (the pipeline's source phase
+    put it there), or None: read only, never fetched by the tests."""
+    found = sorted((Path.home() / ".cache" / "pgo" / "debian").glob(f"mariadb_*{suite_mark}*/*.debian.tar.xz"))
+    return found[-1] if found else None
+
+
+def debian_rules_options(tarball, scratch):
+    """The CMake options debian/rules' override_dh_auto_configure passes (make -n: nothing runs)."""
+    subprocess.run(["tar", "-xf", tarball, "-C", scratch], check=True)
+    out = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure"], cwd=scratch,
+                         capture_output=True, text=True, check=True).stdout
+    command = out.split("dh_auto_configure --builddirectory=builddir --", 1)[1].split("\n\n", 1)[0]
+    return [word for word in shlex.split(command.replace("\\\n", " ")) if word.startswith("-D")]
+
+
+def test_release_has_every_option_of_debian_12s_rules(tmp_path):
+    tarball = debian_tarball("deb12")
+    if tarball is None:
+        pytest.skip("no Debian 12 mariadb packaging in the download cache (a release's source phase puts it there)")
+    options = debian_rules_options(tarball, tmp_path)
+    assert "-DDEB=Debian" in options and len(options) >= 15, options
+    release = build_config("release").cmake_args
+    assert [o for o in options if not o.startswith(NOT_OURS) and o not in release] == []
