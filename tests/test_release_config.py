@@ -229,3 +229,28 @@ def test_release_has_every_option_of_debian_12s_rules(tmp_path):
     assert "-DDEB=Debian" in options and len(options) >= 15, options
     release = build_config("release").cmake_args
     assert [o for o in options if not o.startswith(NOT_OURS) and o not in release] == []
+
+
+def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_apt():
+    from pgo import builddeps, process
+    if "10.11." not in process.run(["apt-cache", "showsrc", "mariadb"]).stdout:
+        pytest.skip("apt knows no mariadb 10.11 source here (the pipeline's deb-src entry adds it)")
+    assert ("mariadb", "10.11", "bookworm") in builddeps.product_lines()
+    version, good, bad = builddeps.plan("mariadb", "10.11", "bookworm", add_entry=False)
+    assert version.startswith("1:10.11.") and "libjudy-dev" in good and "dh-exec" in good
+    # tools/install-deps.sh build installed them: this machine satisfies every one.
+    assert bad == []
+    assert builddeps.satisfiable("dpkg-dev") and not builddeps.satisfiable("dpkg-dev (>= 99)")
+    assert builddeps.satisfiable("gdb <!nocheck>, libaio-dev [linux-any], no-such-package [s390x]")
+
+
+def test_a_source_paragraphs_build_relations_span_its_continuation_lines():
+    from pgo import builddeps
+    text = ("Package: m\nVersion: 1:10.11.18-1\nBuild-Depends: a,\n b (>= 1) | c,\n d [linux-any]\n"
+            "Build-Depends-Arch: e\n\nPackage: m\nVersion: 1:10.11.19-1\nBuild-Depends: f\n\n"
+            "Package: m\nVersion: 1:11.8.9+ds-1\nBuild-Depends: g\n")
+    paragraphs = builddeps.showsrc_paragraphs(text)
+    assert builddeps.relations(paragraphs[0]) == ["a", "b (>= 1) | c", "d [linux-any]", "e"]
+    assert builddeps.newest_of_line(paragraphs, "10.11")["Version"] == "1:10.11.19-1"
+    assert builddeps.newest_of_line(paragraphs, "11.8")["Version"] == "1:11.8.9+ds-1"
+    assert builddeps.newest_of_line(paragraphs, "12.0") is None
