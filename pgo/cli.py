@@ -5,6 +5,7 @@
     pgo phase train --workdir work/10.11.19-minimal    rerun one phase
     pgo test --workdir work/10.11.19-minimal --set nightly    another test set on a staged build
     pgo latest --config minimal-11.8                   which version 'latest' is
+    pgo configure-check --config release --version 10.11.18    configure only: no feature missing
 """
 
 import argparse
@@ -19,6 +20,8 @@ from pgo import (
     archive_model,
     bench,
     bolt,
+    builddeps,
+    configure_check,
     contract,
     lines,
     package,
@@ -138,6 +141,8 @@ def make_parser():
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
     archive_cli.register(sub)
     bench.register(sub)
+    builddeps.register(sub)
+    configure_check.register(sub)
     package.register(sub)
     prove.register(sub)
     return parser

@@ -11,6 +11,8 @@ from pgo.versions import version_line
 CONFIG_FILE = Path(__file__).with_name("configs.toml")
 # Each product's server binary: the one its packages are checked against, and the one BOLT rewrites.
 BINARIES_FILE = Path(__file__).resolve().parent.parent / "packaging" / "products.toml"
+# CMake generators the build phases run (pgo/phases.py BUILD_TOOLS).
+GENERATORS = ("Ninja", "Unix Makefiles")
 # The test sets' skip lists (one test a line, with the reason).
 TESTS_DIR = Path(__file__).with_name("testsets")
 
@@ -89,6 +91,40 @@ class BuildConfig:
     # `pgo package --format deb` through the Debian source package's own debian/rules
     # (pgo/debrules.py) instead of the hand-written recipe: the tree is a DEB-layout build.
     debian_rules: bool = False
+    # CMake's generator: Ninja, or Unix Makefiles where a layout does not generate with Ninja. It
+    # changes no compile command and no object path (so no .gcda name): not in the fingerprint.
+    generator: str = "Ninja"
+    # The distribution's compile and link flags (hardening), before the pipeline's in every variant;
+    # {source} is the shared source tree. Part of every variant's flags, so of the fingerprint.
+    compile_flags: tuple[str, ...] = ()
+    link_flags: tuple[str, ...] = ()
+    # The variants that build less (reduced_cmake added to cmake_args): what the training and the
+    # baselines run needs; the optimised build, which ships, builds everything. Part of the fingerprint.
+    reduced_variants: tuple[str, ...] = ()
+    reduced_cmake: tuple[str, ...] = ()
+    # The configure-only check (pgo configure-check): features of CMake's feature summary the
+    # configuration builds without, and features it must build.
+    features_off: tuple[str, ...] = ()
+    features_required: tuple[str, ...] = ()
+
+    def variant_cmake_args(self, variant):
+        """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
+        return self.cmake_args + (self.reduced_cmake if variant in self.reduced_variants else ())
+
+    def variant_features(self, variant):
+        """(features the variant may build without, features it must build), for the configure-only check.
+
+        A reduced variant may also go without what its options turn off (-DPLUGIN_X=NO, -DWITH_X=OFF: X),
+        and X's own features (X_*: CONNECT_ODBC of CONNECT)."""
+        dropped = set()
+        for arg in self.variant_cmake_args(variant)[len(self.cmake_args):]:
+            name, _, value = arg[2:].partition("=")
+            if value.upper() in ("NO", "OFF", "0", "FALSE"):
+                dropped.add(name.removeprefix("PLUGIN_").removeprefix("WITH_").upper())
+
+        def allowed(feature):
+            return feature in self.features_off or any(feature == d or feature.startswith(d + "_") for d in dropped)
+        return allowed, tuple(f for f in self.features_required if not allowed(f))
 
     def require_version(self, version):
         """Refuse a version of another product line than the configuration's."""
@@ -142,7 +178,9 @@ def build_config(name, data=None):
     if product_name is None:
         raise PipelineError(f"configuration '{name}' names no product")
     args = tuple(arg for c in chain for arg in c.get("cmake", []))
-    for arg in args:
+    reduced = nearest("reduced") or {}
+    reduced_cmake = tuple(reduced.get("cmake", ()))
+    for arg in args + reduced_cmake:
         if not arg.startswith("-D"):
             raise PipelineError(f"configuration '{name}': '{arg}' is not a -D cache setting")
         if any(flag in arg for flag in ("-fprofile", "CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS")):
@@ -161,8 +199,24 @@ def build_config(name, data=None):
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
             raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
+    generator = nearest("generator") or "Ninja"
+    if generator not in GENERATORS:
+        raise PipelineError(f"configuration '{name}': generator {generator!r} is not one the pipeline runs "
+                            f"({', '.join(GENERATORS)})")
+    compile_flags, link_flags = (tuple(nearest(key) or ()) for key in ("compile_flags", "link_flags"))
+    for flag in compile_flags + link_flags:
+        if any(owned in flag for owned in ("-fprofile", "-flto", "emit-relocs", "reorder-blocks-and-partition")):
+            raise PipelineError(f"configuration '{name}': '{flag}' is a flag the pipeline owns (the profile, "
+                                "LTO and BOLT flags: `lto`, `bolt`), so that all variants stay identical")
+    variants = tuple(reduced.get("variants", ()))
+    if "optimized" in variants or not set(variants) <= {"instrumented", "plain"}:
+        raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
+                            "and the plain build may build less; the optimised build is what ships")
     return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"),
-                       bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]))
+                       bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]),
+                       generator, compile_flags, link_flags,
+                       variants if reduced_cmake else (), reduced_cmake,
+                       tuple(nearest("features_off") or ()), tuple(nearest("features_required") or ()))
 
 
 def server_binary(product_name):

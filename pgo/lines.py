@@ -25,6 +25,11 @@ def compile_progress(phase, done, total):
     return tagged(phase, f"compile {done}/{total}")
 
 
+def compile_percent(phase, percent):
+    """A Makefiles build's progress: make counts no steps, CMake's rules print their share done."""
+    return tagged(phase, f"compile {percent}%")
+
+
 def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
     """One interleaved pair of the benchmark starts; max_pairs is the most this point gets."""
     return tagged("bench", f"pair {pair} (max {max_pairs}): {workload} N={threads}, "
@@ -39,12 +44,12 @@ def test_progress(done, failed):
 # The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
 # before each pass; the train phase echoes its output tagged `[train]`.
 # The bolt phase runs the same training against BOLT's instrumented binary.
-PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+/\d+)\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+(?:/\d+|%))\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
                       r"|^\[(?:train|bolt)\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
 def progress(line: str) -> str | None:
-    """The step summary a progress line stands for ("compile 345/1198", "pass 3 of 24"), or None."""
+    """The step summary a progress line stands for ("compile 345/1198", "compile 45%", "pass 3 of 24"), or None."""
     match = PROGRESS.match(line)
     return next(group for group in match.groups() if group) if match else None
 

@@ -7,18 +7,20 @@ tests all run these same definitions; a phase never knows which of them runs it.
 """
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 from pgo import REPO, PipelineError, atomic, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
 from pgo.config import build_config, server_binary
 from pgo.protocol import CONFIGURE_RECORD, DEFAULT_TEST_SET
-from pgo.runner import PhaseLog, say
+from pgo.runner import MAKE_PROGRESS, NINJA_PROGRESS, PhaseLog, say
 from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
 from pgo.workdir import read_json
 
@@ -107,30 +109,6 @@ def reads_source(name):
     return "src" in PHASES[name].inputs
 
 
-def configure_command(ctx, variant, build_dir, comment, extra=()):
-    """The CMake command that configures one variant of the work directory's build into build_dir."""
-    compile_flags, link_flags = config_flags(variant, ctx.config, ctx.profile, ctx.workdir.build(variant))
-    # CMake puts these strings into the compile commands the shell runs: quote each
-    # flag, so that a work directory with a space in its path builds too.
-    compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
-    return [
-        # The shared tree's own path, the same for every build of this source.
-        "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", "Ninja",
-        f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
-        *ctx.config.cmake_args,
-        *ctx.settings.cmake_extra,
-        *(lto_tools(ctx.compiler) if ctx.config.lto else ()),
-        f"-DCMAKE_C_FLAGS={compile_flags}",
-        f"-DCMAKE_CXX_FLAGS={compile_flags}",
-        *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
-        f"-D{ctx.product.comment_variable}={comment}",
-        # The commands CMake generated, without a launcher: the optimisation level each object asks
-        # for, which its own record must show (pgo/proof.py).
-        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        *extra,
-    ]
-
-
 def build_variant(ctx, log, variant, comment):
     """Configure and compile one variant; the optimised one always from scratch."""
     build_dir = ctx.workdir.build(variant)
@@ -148,13 +126,47 @@ def build_variant(ctx, log, variant, comment):
     contract.new_build_token(build_dir)
     log.run(args)
     write_json(recorded, configured)
-    log.run(["ninja", "-C", build_dir, "-j", str(os.cpu_count() or 2)])
+    tool, progress = BUILD_TOOLS[ctx.config.generator]
+    log.run([part.format(tree=build_dir, jobs=os.cpu_count() or 2) for part in tool], progress=progress)
+
+
+# How a tree of each generator is built, and its progress lines (pgo/runner.py). make's output is
+# grouped per target (--output-sync): a compiler's warnings then follow the line that names its
+# object, as Ninja prints them (pgo/profile.py warned_objects).
+BUILD_TOOLS = {
+    "Ninja": (("ninja", "-C", "{tree}", "-j", "{jobs}"), NINJA_PROGRESS),
+    "Unix Makefiles": (("make", "-C", "{tree}", "-j{jobs}", "--output-sync=target"), MAKE_PROGRESS),
+}
+
+
+def configure_command(ctx, variant, build_dir, comment, extra=()):
+    """The CMake command that configures one variant of the configuration in build_dir (and extra options)."""
+    compile_flags, link_flags = config_flags(variant, ctx.config, ctx.profile, build_dir, ctx.workdir.src.resolve())
+    # CMake puts these strings into the compile commands the shell runs: quote each
+    # flag, so that a work directory with a space in its path builds too.
+    compile_flags, link_flags = shell_words(compile_flags), shell_words(link_flags)
+    return [
+        # The shared tree's own path, the same for every build of this source.
+        "cmake", "-S", ctx.workdir.src.resolve(), "-B", build_dir, "-G", ctx.config.generator,
+        f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
+        *ctx.config.variant_cmake_args(variant),
+        *ctx.settings.cmake_extra,
+        *(lto_tools(ctx.compiler) if ctx.config.lto else ()),
+        f"-DCMAKE_C_FLAGS={compile_flags}",
+        f"-DCMAKE_CXX_FLAGS={compile_flags}",
+        *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
+        f"-D{ctx.product.comment_variable}={comment}",
+        # The commands CMake generated, without a launcher: the optimisation level each object asks
+        # for, which its own record must show (pgo/proof.py).
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        *extra,
+    ]
 
 
 def prove_variant(ctx, log, variant):
     """Each object's own record of the options it was compiled with, judged for its variant (pgo/proof.py)."""
     build_dir = ctx.workdir.build(variant)
-    flags = config_flags(variant, ctx.config, ctx.profile, build_dir)[0]
+    flags = config_flags(variant, ctx.config, ctx.profile, build_dir, ctx.workdir.src.resolve())[0]
     records = proof.prove(build_dir, variant, flags, ctx.profile, ctx.product.hot_dirs)
     log.note(f"read the options that {records['recorded']} of {records['objects']} objects recorded, "
              f"in {records['seconds']} s")
@@ -168,9 +180,27 @@ def shell_words(flags):
 
 def install(build_dir, prefix, log):
     shutil.rmtree(prefix, ignore_errors=True)
-    log.run(["cmake", "--install", build_dir, "--prefix", prefix])
+    if absolute_destinations(build_dir):
+        # A layout that installs files to absolute paths (MariaDB's DEB layout: /etc/mysql,
+        # /lib/systemd), which --prefix does not move: they would land in this machine's /etc. DESTDIR
+        # moves every file: under it, prefix / keeps the relative layout --prefix gives, and puts the
+        # absolute files beside it (etc/mysql/...).
+        log.run(["cmake", "--install", build_dir, "--prefix", "/"], env={"DESTDIR": str(prefix)})
+    else:
+        log.run(["cmake", "--install", build_dir, "--prefix", prefix])
     if not any(prefix.glob("*")):
         raise PipelineError(f"installing {build_dir} put nothing into {prefix}")
+
+
+# What CMake writes into a tree's install scripts for a destination that is an absolute path (a
+# relative one is written as "${CMAKE_INSTALL_PREFIX}/...").
+ABSOLUTE_DESTINATION = re.compile(r'file\(INSTALL DESTINATION "/')
+
+
+def absolute_destinations(build_dir):
+    """Whether a build tree installs any file to an absolute path."""
+    return any(ABSOLUTE_DESTINATION.search(script.read_text(errors="replace"))
+               for script in Path(build_dir).rglob("cmake_install.cmake"))
 
 
 def build_instrumented(ctx, log):
@@ -357,7 +387,7 @@ def stage(ctx, log):
         "bolt": bolt_check,
         "source": read_json(ctx.workdir.root / contract.SOURCE_RECORD),
         "compiler": identity[contract.COMPILER_ID],
-        "cmake_args": [*ctx.config.cmake_args, *ctx.settings.cmake_extra],
+        "cmake_args": [*ctx.config.variant_cmake_args(variant), *ctx.settings.cmake_extra],
         "flags": config_flags(variant, ctx.config)[0],
         "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),

@@ -343,8 +343,9 @@ def hot_only(objects, hot_dirs):
     return sorted(o for o in objects if any(in_dir(o, d) for d in hot_dirs))
 
 
-# Ninja prints each command's output after the command's own line (output that is not a terminal).
-NINJA_EDGE = re.compile(r"^\[\d+/\d+\] (?:Building \S+ object (.+)\.o$)?")
+# Ninja prints each command's output after the command's own line (output that is not a terminal);
+# make with --output-sync prints each target's lines together, CMake's `[ 45%] Building ...` first.
+BUILD_STEP = re.compile(r"^\[(?:\d+/\d+| *\d+%)\] (?:Building \S+ object (.+)\.o$)?")
 
 
 def warned_objects(log_text, marker):
@@ -352,7 +353,7 @@ def warned_objects(log_text, marker):
     function of a header too), it is about the object being compiled."""
     found, current = set(), None
     for line in log_text.splitlines():
-        edge = NINJA_EDGE.match(line)
+        edge = BUILD_STEP.match(line)
         if edge:
             current = edge.group(1)
         elif current and marker in line:

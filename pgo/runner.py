@@ -10,7 +10,9 @@ import time
 
 from pgo import PipelineError, lines
 
-NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
+# A build tool's progress: Ninja's `[N/M] `, CMake's Makefiles' `[ 45%] ` (make counts no edges).
+NINJA_PROGRESS = re.compile(r"^\[(?P<done>\d+)/(?P<total>\d+)\] ")
+MAKE_PROGRESS = re.compile(r"^\[ *(?P<percent>\d+)%\] ")
 TAIL_LINES = 25
 
 
@@ -55,17 +57,21 @@ class PhaseLog:
         self.file.write(line + "\n")
         self.file.flush()
 
-    def run(self, cmd, cwd=None, echo=False, check=True, timeout=None, watch=None):
+    def run(self, cmd, cwd=None, echo=False, check=True, timeout=None, watch=None, progress=NINJA_PROGRESS,
+            env=None):
         """Run cmd, its output into the log (and onto the console with echo); return its exit status.
 
-        Ninja's [N/M] lines become `compile N/M` progress, at most every 2 seconds; watch, if
-        given, sees every line. check: a non-zero exit is an error. timeout (seconds): past
+        Lines that match progress (Ninja's [N/M], or make's [ P%]: MAKE_PROGRESS) become
+        `compile N/M` (`compile P%`) progress, at most every 2 seconds; watch, if given, sees
+        every line. check: a non-zero exit is an error. timeout (seconds): past
         it the command and every process it started (its session) are killed, CommandTimedOut.
+        env: variables added to this process's environment for the command.
         """
         cmd = [str(c) for c in cmd]
         self.note(f"$ {' '.join(cmd)}")
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=None if env is None else {**os.environ, **env},
                                     text=True, errors="replace", bufsize=1, start_new_session=timeout is not None)
         except OSError as e:
             raise CommandFailed(f"{self.phase}: cannot run {cmd[0]}: {e.strerror} (log: {self.path})") from e
@@ -73,19 +79,23 @@ class PhaseLog:
         if timer:
             timer.start()
         tail = []
-        shown = 0.0
+        shown, said = 0.0, None
         for line in proc.stdout:
             self.file.write(line)
             if watch:
                 watch(line)
             tail = (tail + [line.rstrip("\n")])[-TAIL_LINES:]
-            progress = NINJA_PROGRESS.match(line)
-            if progress:
-                done, total = progress.groups()
+            step = progress.match(line) if progress else None
+            if step:
+                step = step.groupdict()
+                last = step["percent"] == "100" if "percent" in step else step["done"] == step["total"]
+                text = (lines.compile_percent(self.phase, step["percent"]) if "percent" in step
+                        else lines.compile_progress(self.phase, step["done"], step["total"]))
                 now = time.monotonic()
-                if now - shown >= 2 or done == total:
-                    say(lines.compile_progress(self.phase, done, total))
-                    shown = now
+                # make repeats its share ("[100%] Built target ..." for each target): say it once.
+                if text != said and (now - shown >= 2 or last):
+                    say(text)
+                    shown, said = now, text
             elif echo:
                 say(lines.tagged(self.phase, line.rstrip()))
         self.wait(proc)

@@ -97,7 +97,7 @@ BOLT_LINK_FLAGS = (
 )
 
 
-def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False):
+def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False, base=((), ())):
     """Compile and link flags that turn one configuration into one of its variants.
 
     The object paths of the instrumented and the optimised build must match:
@@ -105,19 +105,21 @@ def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False):
     the build directory from that name, so a profile trained in one build tree
     (or on another machine) applies to any other tree of the same source.
     With lto, LTO_FLAGS go on the compile and on the link of every variant; with
-    bolt, the BOLT flags do.
+    bolt, the BOLT flags do. base: the configuration's own (the distribution's)
+    compile and link flags, first, so that the pipeline's come after them.
     """
     compile_flags, link_flags = _variant_flags(variant, profile_dir, build_dir)
     extra = list(LTO_FLAGS) if lto else []
     compile_bolt, link_bolt = (list(BOLT_COMPILE_FLAGS), list(BOLT_LINK_FLAGS)) if bolt else ([], [])
-    return (compile_flags + list(RECORD_FLAGS) + extra + compile_bolt,
-            link_flags + extra + compile_bolt + link_bolt)
+    return (list(base[0]) + compile_flags + list(RECORD_FLAGS) + extra + compile_bolt,
+            list(base[1]) + link_flags + extra + compile_bolt + link_bolt)
 
 
-def config_flags(variant, config, profile_dir="PROFILE_DIR", build_dir="BUILD_DIR"):
+def config_flags(variant, config, profile_dir="PROFILE_DIR", build_dir="BUILD_DIR", source_dir="SOURCE_DIR"):
     """pgo_flags of a configuration's variant (placeholders for the paths: what records name)."""
-    return pgo_flags(variant, profile_dir, build_dir, lto=config.lto, bolt=config.bolt)
-
+    base = tuple(tuple(flag.replace("{source}", str(source_dir)) for flag in flags)
+                 for flags in (config.compile_flags, config.link_flags))
+    return pgo_flags(variant, profile_dir, build_dir, lto=config.lto, bolt=config.bolt, base=base)
 
 
 def _variant_flags(variant, profile_dir, build_dir):
@@ -176,13 +178,17 @@ def fingerprint(config, environment=None):
     """Fingerprint of what a configuration's builds are compiled with: a profile applies only to a
     build made the same way.
 
-    The CMake options, LTO (with it GCC decides what is hot from the whole program's working set,
-    so an LTO profile is never taken for one without it), BOLT's flags, every variant's flags, and the build
-    environment (build_environment()): a profile made through one compiler launcher is never
-    used through another, nor without it.
+    The CMake options (a reduced variant's too), LTO (with it GCC decides what is hot from the whole
+    program's working set, so an LTO profile is never taken for one without it), BOLT's flags, every
+    variant's flags (the distribution's among them), and the build environment (build_environment()):
+    a profile made through one compiler launcher is never used through another, nor without it.
     """
     flags = {variant: config_flags(variant, config) for variant in VARIANTS}
-    return hashlib.sha256(json.dumps([list(config.cmake_args), flags, environment or {}]).encode()).hexdigest()[:16]
+    # A reduced variant's options (pgo/config.py) join only when there are any: the fingerprints of
+    # the configurations without them stay what their archived profiles were stored under.
+    reduced = [[list(config.reduced_variants), list(config.reduced_cmake)]] if config.reduced_cmake else []
+    return hashlib.sha256(json.dumps([list(config.cmake_args), flags, environment or {}, *reduced])
+                          .encode()).hexdigest()[:16]
 
 
 # The environment a build runs in, where it changes the code the same source and flags compile to
@@ -198,9 +204,10 @@ def fingerprint(config, environment=None):
 #   LIBRARY_PATH: library directories of the link (with LTO, the link compiles).
 #   ASMFLAGS: CMake's default flags for assembler sources; the pipeline sets only C's and C++'s.
 # Left out, because they change no code: CFLAGS, CXXFLAGS and LDFLAGS (CMake reads them only to
-# initialise the flags the pipeline sets on every configure), CMAKE_GENERATOR (-G Ninja) and
-# CMAKE_CONFIGURATION_TYPES (multi-configuration generators only), CMAKE_EXPORT_COMPILE_COMMANDS
-# (the pipeline sets it), DEPENDENCIES_OUTPUT and SUNPRO_DEPENDENCIES (dependency files),
+# initialise the flags the pipeline sets on every configure), CMAKE_GENERATOR (the pipeline passes
+# -G, the configuration's generator: the same commands either way) and CMAKE_CONFIGURATION_TYPES
+# (multi-configuration generators only), CMAKE_EXPORT_COMPILE_COMMANDS (the pipeline sets it),
+# DEPENDENCIES_OUTPUT and SUNPRO_DEPENDENCIES (dependency files),
 # SOURCE_DATE_EPOCH (only what __DATE__ and __TIME__ expand to: reproducible builds set it for
 # every release, and a profile still fits).
 LAUNCHER = re.compile(r"CMAKE_[A-Z]+_(COMPILER|LINKER)_LAUNCHER")

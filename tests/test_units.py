@@ -24,10 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 # --- configuration file -------------------------------------------------------
 
 def test_shipped_configurations_resolve():
-    assert {"release", "minimal", "fixture"} <= set(config_names())
-    release, minimal = build_config("release"), build_config("minimal")
-    assert "-DBUILD_CONFIG=mysql_release" in release.cmake_args
-    assert minimal.cmake_args[:len(release.cmake_args)] == release.cmake_args
+    assert {"release", "standalone", "minimal", "fixture"} <= set(config_names())
+    release, standalone, minimal = build_config("release"), build_config("standalone"), build_config("minimal")
+    assert "-DBUILD_CONFIG=mysql_release" in release.cmake_args and "-DDEB=Debian" in release.cmake_args
+    assert minimal.cmake_args[:len(standalone.cmake_args)] == standalone.cmake_args
+    assert "-DDEB=Debian" not in minimal.cmake_args
     assert "-DPLUGIN_ROCKSDB=NO" in minimal.cmake_args and "-DPLUGIN_ROCKSDB=NO" not in release.cmake_args
     assert minimal.product.name == "mariadb" and "sql" in minimal.product.hot_dirs
 

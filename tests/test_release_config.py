@@ -1,0 +1,256 @@
+"""The release configuration's mechanics on the fixture (configs.toml fixture-make): CMake's Makefiles
+generator beside Ninja, the distribution's flags before the pipeline's, instrumented and plain builds
+that leave a part out, and the configure-only check of CMake's feature summary."""
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE, refused, run_pgo
+
+from pgo import PipelineError, lines, profile
+from pgo.config import build_config, load
+from pgo.configure_check import feature_summary, judge
+from pgo.toolchain import fingerprint
+
+
+def build(workdir, *extra, config="fixture-make", check=True):
+    return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir", workdir,
+                   *extra, check=check)
+
+
+@pytest.fixture(scope="module")
+def make_build(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("make") / "w"
+    return workdir, build(workdir).stdout
+
+
+def cmake_line(workdir, phase):
+    return next(line for line in (workdir / "logs" / f"{phase}.log").read_text().splitlines()
+                if line.startswith("$ cmake -S"))
+
+
+def test_a_makefiles_configuration_runs_the_whole_pipeline(make_build):
+    workdir, out = make_build
+    assert "-G Unix Makefiles" in cmake_line(workdir, "instrumented")
+    tree = workdir / "build" / "pgo"
+    assert (tree / "Makefile").is_file() and not (tree / "build.ninja").exists()
+    # make's share done is the progress line, each share once.
+    progress = [line for line in out.splitlines() if line.startswith("[instrumented] compile")]
+    assert progress[-1] == "[instrumented] compile 100%" and len(progress) == len(set(progress))
+    assert lines.progress("[optimized] compile 45%") == "compile 45%"
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert use["passed"] and use["hot_coverage"] == 1.0, use
+    assert "== phase 8 of 8: test:" in out
+    info = json.loads((workdir / "build-info.json").read_text())
+    assert info["variant"] == "optimized" and "-DWITH_EXTRA=OFF" not in info["cmake_args"]
+
+
+def test_the_distributions_flags_come_first_in_every_variant(make_build):
+    workdir, _ = make_build
+    src = (workdir / "src").resolve()
+    for phase, pgo_flag in (("instrumented", "-fprofile-generate="), ("optimized", "-fprofile-use=")):
+        line = cmake_line(workdir, phase)
+        flags = line.split("-DCMAKE_C_FLAGS=", 1)[1].split(" -DCMAKE_CXX_FLAGS=", 1)[0].split()
+        assert flags[:2] == [f"-ffile-prefix-map={src}=.", "-fstack-protector-strong"], flags
+        assert flags.index("-D_FORTIFY_SOURCE=2") < next(i for i, f in enumerate(flags) if f.startswith(pgo_flag))
+        assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,relro -Wl,-z,now" in line
+    # The objects record them: the hardening reached the compiler.
+    from pgo.proof import records
+    assert any("-fstack-protector-strong" in r for r in records(workdir / "build" / "pgo" / "CMakeFiles" / "hot.dir"
+                                                                / "src" / "hot.c.o"))
+
+
+def test_the_instrumented_build_leaves_out_what_the_optimised_build_ships(make_build):
+    workdir, _ = make_build
+    assert "-DWITH_EXTRA=OFF" in cmake_line(workdir, "instrumented")
+    assert "-DWITH_EXTRA=OFF" not in cmake_line(workdir, "optimized")
+    assert (workdir / "build" / "pgo" / "extra").is_file()
+    # The optimised build compiled the part the training never saw without a profile, and said so
+    # after the line naming its object (make --output-sync), as Ninja does.
+    log = (workdir / "logs" / "optimized.log").read_text()
+    assert profile.warned_objects(log, "[-Wmissing-profile]") == {"CMakeFiles/extra.dir/src/extra.c"}
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert use["missing_profile"] == 1 and use["missing_profile_hot"] == 0
+
+
+def test_files_a_layout_installs_to_absolute_paths_stay_in_the_staged_tree(make_build):
+    """MariaDB's DEB layout installs /etc/mysql/...: a stage (or the instrumented install) as root must not
+    write this machine's /etc."""
+    workdir, _ = make_build
+    for tree in (workdir / "stage", workdir / "build" / "instrumented-install"):
+        assert (tree / "etc" / "pgo-fixture" / "fixture.conf").is_file()
+        assert (tree / "bin" / "fixture").is_file()
+    assert not Path("/etc/pgo-fixture").exists()
+
+
+def test_the_plain_build_is_reduced_too(make_build, tmp_path):
+    workdir, _ = make_build
+    plain = tmp_path / "plain"
+    build(plain, "--pgo", "off", "--tests", "off")
+    assert "-DWITH_EXTRA=OFF" in cmake_line(plain, "plain")
+    assert not (plain / "build" / "plain" / "extra").exists()
+    assert "-DWITH_EXTRA=OFF" in json.loads((plain / "build-info.json").read_text())["cmake_args"]
+
+
+def compile_commands(build_dir):
+    """{object: its compile command's words, without the object's own path}: what a generator makes GCC run."""
+    commands = {}
+    for entry in json.loads((build_dir / "compile_commands.json").read_text()):
+        words = shlex.split(entry["command"])
+        at = words.index("-o")
+        commands[str(Path(entry["directory"], words[at + 1]).relative_to(build_dir))] = words[:at] + words[at + 2:]
+    return commands
+
+
+def test_both_generators_compile_the_same_commands_into_the_same_objects(tmp_path):
+    """So the .gcda names, and the profile, are the same whichever generator built the tree."""
+    trees = {}
+    for generator in ("Ninja", "Unix Makefiles"):
+        tree = trees[generator] = tmp_path / generator.replace(" ", "-")
+        subprocess.run(["cmake", "-S", FIXTURE, "-B", tree, "-G", generator, "-DWITH_EXTRA=ON",
+                        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", "-DCMAKE_C_FLAGS=-O2 -fstack-protector-strong"],
+                       check=True, capture_output=True)
+    assert compile_commands(trees["Ninja"]) == compile_commands(trees["Unix Makefiles"])
+    assert len(compile_commands(trees["Ninja"])) == 3
+
+
+def test_a_reduced_variant_is_part_of_the_fingerprint_and_never_the_optimised_build():
+    data = load()
+    full = build_config("fixture-make", data)
+    assert full.variant_cmake_args("optimized") == full.cmake_args
+    assert full.variant_cmake_args("instrumented") == full.cmake_args + ("-DWITH_EXTRA=OFF",)
+    data["configs"]["fixture-make"]["reduced"] = {"variants": ["instrumented"], "cmake": ["-DWITH_EXTRA=OFF"]}
+    assert fingerprint(build_config("fixture-make", data)) != fingerprint(full)
+    data["configs"]["fixture-make"]["reduced"] = {"variants": ["optimized"], "cmake": ["-DWITH_EXTRA=OFF"]}
+    with pytest.raises(PipelineError, match="only the instrumented and the plain build may build less"):
+        build_config("fixture-make", data)
+    # Without a reduced variant the fingerprint is what it was before there were any: a configuration
+    # saying so keeps its archived profiles.
+    data["configs"]["fixture-make"]["reduced"] = {}
+    plain_config = build_config("fixture-make", data)
+    del data["configs"]["fixture-make"]["reduced"]
+    assert fingerprint(plain_config) == fingerprint(build_config("fixture-make", data))
+
+
+def test_a_configuration_may_not_smuggle_the_pipelines_flags_or_an_unknown_generator():
+    data = load()
+    data["configs"]["fixture-make"]["compile_flags"] = ["-fprofile-use=/elsewhere"]
+    with pytest.raises(PipelineError, match="is a flag the pipeline owns"):
+        build_config("fixture-make", data)
+    data["configs"]["fixture-make"]["compile_flags"] = []
+    data["configs"]["fixture-make"]["generator"] = "Xcode"
+    with pytest.raises(PipelineError, match="generator 'Xcode' is not one the pipeline runs"):
+        build_config("fixture-make", data)
+
+
+def test_the_configure_check_passes_when_every_required_feature_is_built(tmp_path):
+    result = run_pgo("configure-check", "--config", "fixture-make", "--version", "1.0.0", "--source", FIXTURE,
+                     "--workdir", tmp_path / "w")
+    assert ("[configure-check] fixture-make (optimized build): 2 features enabled, off as configured: none"
+            in result.stdout)
+    # The reduced builds may go without what their options turn off.
+    assert "[configure-check] fixture-make (instrumented build): 1 features enabled, off as configured: EXTRA" \
+        in result.stdout
+    record = json.loads((tmp_path / "w" / "configure-check.json").read_text())
+    assert set(record["builds"]) == {"optimized", "instrumented"}
+    assert not (tmp_path / "w" / "build").exists()        # configured only, in a scratch folder since removed
+    assert not (tmp_path / "w" / "configure-check").exists()
+
+
+def test_the_configure_check_fails_with_one_line_naming_what_cmake_left_out(tmp_path):
+    result = run_pgo("configure-check", "--config", "fixture-make", "--version", "1.0.0", "--source", FIXTURE,
+                     "--workdir", tmp_path / "w", "--variant", "optimized", check=False,
+                     env={"FIXTURE_WITHOUT": "zlib"})
+    line = refused(result, "configuration 'fixture-make' (optimized build) of 1.0.0 would build without what it "
+                           "requires: disabled COMPRESS", "tools/install-deps.sh build")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "EXTRA" not in line
+    # The log of the configure stays for a look.
+    assert (tmp_path / "w" / "logs" / "configure-check-optimized.log").is_file()
+
+
+def test_a_required_feature_cmake_never_mentions_is_missing_too(tmp_path):
+    """A MariaDB plugin whose CMakeLists returns before adding itself (OQGraph without Judy) is in neither list."""
+    tree = tmp_path / "t"
+    out = subprocess.run(["cmake", "-S", FIXTURE, "-B", tree], capture_output=True, text=True, check=True)
+    summary = feature_summary(out.stdout + out.stderr)
+    assert summary == {"features have been enabled": ["COMPRESS"], "features have been disabled": ["EXTRA"]}
+    result = judge(summary, lambda feature: feature == "EXTRA", ["COMPRESS", "OQGRAPH"])
+    assert result["unexpected_off"] == [] and result["missing"] == ["OQGRAPH"]
+
+
+def test_release_is_debians_configuration_with_a_reduced_instrumented_and_plain_build():
+    release = build_config("release")
+    assert release.generator == "Unix Makefiles"
+    for option in ("-DDEB=Debian", "-DBUILD_CONFIG=mysql_release", "-DPLUGIN_COLUMNSTORE=NO",
+                   "-DPLUGIN_AWS_KEY_MANAGEMENT=NO", "-DCONC_DEFAULT_CHARSET=utf8mb4", "-DWITH_URING=ON",
+                   "-DWITH_LIBAIO=ON", "-DWITH_INNODB_SNAPPY=ON"):
+        assert option in release.cmake_args
+    assert not any(arg.startswith("-DCOMPILATION_COMMENT") for arg in release.cmake_args)
+    assert release.reduced_variants == ("instrumented", "plain")
+    assert "-DPLUGIN_S3=NO" not in release.variant_cmake_args("instrumented")     # S3 changes Aria's objects
+    allowed, required = release.variant_features("instrumented")
+    assert allowed("CONNECT_ODBC") and allowed("MROONGA") and not allowed("ROCKSDB")
+    assert "SPIDER" not in required and "ROCKSDB" in required
+    # The minimal configurations keep the standalone layout, and their fingerprints.
+    assert build_config("minimal-lto").generator == "Ninja"
+    assert "-DDEB=Debian" not in build_config("minimal-lto").cmake_args
+
+
+# Options of debian/rules that are not the configuration's: the comment is the pipeline's, the suffix
+# Debian's revision (pgo/configs.toml [configs.release]).
+NOT_OURS = ("-DCOMPILATION_COMMENT=", "-DMYSQL_SERVER_SUFFIX=")
+
+
+def debian_tarball(suite_mark):
+    """A Debian packaging tarball of MariaDB in this machine's download cache (the pipeline's source phase
+    put it there), or None: read only, never fetched by the tests."""
+    found = sorted((Path.home() / ".cache" / "pgo" / "debian").glob(f"mariadb_*{suite_mark}*/*.debian.tar.xz"))
+    return found[-1] if found else None
+
+
+def debian_rules_options(tarball, scratch):
+    """The CMake options debian/rules' override_dh_auto_configure passes (make -n: nothing runs)."""
+    subprocess.run(["tar", "-xf", tarball, "-C", scratch], check=True)
+    out = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure"], cwd=scratch,
+                         capture_output=True, text=True, check=True).stdout
+    command = out.split("dh_auto_configure --builddirectory=builddir --", 1)[1].split("\n\n", 1)[0]
+    return [word for word in shlex.split(command.replace("\\\n", " ")) if word.startswith("-D")]
+
+
+def test_release_has_every_option_of_debian_12s_rules(tmp_path):
+    tarball = debian_tarball("deb12")
+    if tarball is None:
+        pytest.skip("no Debian 12 mariadb packaging in the download cache (a release's source phase puts it there)")
+    options = debian_rules_options(tarball, tmp_path)
+    assert "-DDEB=Debian" in options and len(options) >= 15, options
+    release = build_config("release").cmake_args
+    assert [o for o in options if not o.startswith(NOT_OURS) and o not in release] == []
+
+
+def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_apt():
+    from pgo import builddeps, process
+    if "10.11." not in process.run(["apt-cache", "showsrc", "mariadb"]).stdout:
+        pytest.skip("apt knows no mariadb 10.11 source here (the pipeline's deb-src entry adds it)")
+    assert ("mariadb", "10.11", "bookworm") in builddeps.product_lines()
+    version, good, bad = builddeps.plan("mariadb", "10.11", "bookworm", add_entry=False)
+    assert version.startswith("1:10.11.") and "libjudy-dev" in good and "dh-exec" in good
+    # tools/install-deps.sh build installed them: this machine satisfies every one.
+    assert bad == []
+    assert builddeps.satisfiable("dpkg-dev") and not builddeps.satisfiable("dpkg-dev (>= 99)")
+    assert builddeps.satisfiable("gdb <!nocheck>, libaio-dev [linux-any], no-such-package [s390x]")
+
+
+def test_a_source_paragraphs_build_relations_span_its_continuation_lines():
+    from pgo import builddeps
+    text = ("Package: m\nVersion: 1:10.11.18-1\nBuild-Depends: a,\n b (>= 1) | c,\n d [linux-any]\n"
+            "Build-Depends-Arch: e\n\nPackage: m\nVersion: 1:10.11.19-1\nBuild-Depends: f\n\n"
+            "Package: m\nVersion: 1:11.8.9+ds-1\nBuild-Depends: g\n")
+    paragraphs = builddeps.showsrc_paragraphs(text)
+    assert builddeps.relations(paragraphs[0]) == ["a", "b (>= 1) | c", "d [linux-any]", "e"]
+    assert builddeps.newest_of_line(paragraphs, "10.11")["Version"] == "1:10.11.19-1"
+    assert builddeps.newest_of_line(paragraphs, "11.8")["Version"] == "1:11.8.9+ds-1"
+    assert builddeps.newest_of_line(paragraphs, "12.0") is None
