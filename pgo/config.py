@@ -64,6 +64,11 @@ class TestSuite:
     suite_dirs: tuple[str, ...]
     sets: dict
     default_set: str
+    # Other places of the runner in a staged tree, tried after runner's own (another line's layout).
+    other_runners: tuple[str, ...] = ()
+
+    def staged_runners(self):
+        return (self.runner[-1], *self.other_runners)
 
     def test_set(self, name):
         if name not in self.sets:
@@ -267,4 +272,4 @@ def test_suite(t):
                 raise PipelineError(f"test set '{s.name}': skip list {TESTS_DIR / skip} is missing")
     return TestSuite(name=t["name"], runner=tuple(t["runner"]), options=tuple(t.get("options", ())),
                      suite_dirs=tuple(t["suite_dirs"]), sets=sets,
-                     default_set=t["default"])
+                     default_set=t["default"], other_runners=tuple(t.get("other_runners", ())))

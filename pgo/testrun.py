@@ -78,8 +78,9 @@ def plan(ctx, set_name=None, minutes=None, vardir=None):
 def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None, runner=None):
     """A run of a test set on a tree (a staged build, an unpacked package); refuse what cannot work.
 
-    The runner is at suite.runner's path in the tree, or at `runner` (its place in a package)."""
-    runner = tree / (runner or suite.runner[-1])
+    The runner is at one of the suite's staged places in the tree, or at `runner` (its place in a package)."""
+    places = [runner] if runner else suite.staged_runners()
+    runner = next((tree / place for place in places if (tree / place).is_file()), tree / places[0])
     if not runner.is_file():
         raise PipelineError(f"no test suite in {what}: {runner} is missing "
                             f"({maker} installs no {runner.relative_to(tree)})")
