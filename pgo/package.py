@@ -13,6 +13,7 @@ build of its configuration instead.
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
+import fnmatch
 import os
 import re
 import shutil
@@ -348,12 +349,17 @@ def rpm_tree(build, spec, root):
     extra = [f"-DRPM={spec['target']}"]
     layout = spec.get("layout_cnf")
     if layout:
-        # An install rule for the layout file, declared in the project by CMake's project include hook;
-        # the file itself is written below, from the layout the configure step chose.
+        # An install rule for the layout file, declared by CMake's hook after project() (the top-level
+        # one: the first; MariaDB's bundled libraries call project() too); the file itself is written
+        # below, from the layout the configure step chose.
         hook = root / "layout.cmake"
-        hook.write_text(f'install(FILES "{root}/{layout["name"]}" DESTINATION "{layout["destination"]}"\n'
-                        f'        COMPONENT {layout["component"]})\n')
-        extra.append(f"-DCMAKE_PROJECT_{layout['project']}_INCLUDE={hook}")
+        hook.write_text('get_property(declared GLOBAL PROPERTY PGO_LAYOUT_FILE)\n'
+                        'if(NOT declared)\n'
+                        '  set_property(GLOBAL PROPERTY PGO_LAYOUT_FILE ON)\n'
+                        f'  install(FILES "{root}/{layout["name"]}" DESTINATION "{layout["destination"]}"\n'
+                        f'          COMPONENT {layout["component"]})\n'
+                        'endif()\n')
+        extra.append(f"-DCMAKE_PROJECT_INCLUDE={hook}")
     ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
     recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
     comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
@@ -364,6 +370,7 @@ def rpm_tree(build, spec, root):
     (tree / ".cmake/api/v1/query/codemodel-v2").touch()
     run(configure_command(ctx, build.variant, tree, comment, extra))
     require_same_targets(build.tree, tree)
+    build_rpm_only_targets(spec, tree)
     linked = take_built_files(build.tree, tree)
     say(f"  {linked} files of the checked build linked into the RPM tree")
     if layout:
@@ -371,20 +378,38 @@ def rpm_tree(build, spec, root):
     return tree
 
 
-def installed_artifacts(tree):
-    """The files of the targets a configured tree installs, relative to it (CMake's codemodel reply)."""
+def codemodel_targets(tree):
+    """The targets of a configured tree, as CMake's file API describes them (its codemodel reply)."""
     reply = tree / ".cmake/api/v1/reply"
     index = max(reply.glob("index-*.json"), default=None)
     if index is None:
         raise PipelineError(f"CMake wrote no file-API reply into {reply}")
     model = next(o for o in read_json(index, "CMake's file-API index")["objects"] if o["kind"] == "codemodel")
-    found = set()
     for configuration in read_json(reply / model["jsonFile"], "CMake's codemodel")["configurations"]:
         for target in configuration["targets"]:
-            detail = read_json(reply / target["jsonFile"], "a target of CMake's codemodel")
-            if "install" in detail:
-                found |= {artifact["path"] for artifact in detail.get("artifacts", ())}
-    return found
+            yield read_json(reply / target["jsonFile"], "a target of CMake's codemodel")
+
+
+def installed_artifacts(tree):
+    """The files of the targets a configured tree installs, relative to it."""
+    return {artifact["path"] for target in codemodel_targets(tree) if "install" in target
+            for artifact in target.get("artifacts", ())}
+
+
+def build_rpm_only_targets(spec, tree):
+    """Build what only the RPM configuration makes and compiles nothing (the recipe's patterns):
+    MariaDB's SELinux policy modules, each a custom target running checkmodule on a .te file."""
+    patterns = spec.get("rpm_tree_targets", ())
+    wanted = sorted(t["name"] for t in codemodel_targets(tree)
+                    if t["type"] == "UTILITY" and any(fnmatch.fnmatch(t["name"], p) for p in patterns))
+    if not wanted:
+        return
+    say(f"  building in the RPM tree what only it makes: {', '.join(wanted)}")
+    run(["cmake", "--build", tree, "--target", *wanted])
+    compiled = [str(o.relative_to(tree)) for o in tree.rglob("*.o")]
+    if compiled:
+        raise PipelineError(f"building {', '.join(wanted)} in the RPM tree compiled {compiled[0]} "
+                            f"(and {len(compiled) - 1} more): the packages must hold the checked build's objects only")
 
 
 def require_same_targets(built, tree):
