@@ -227,6 +227,10 @@ def run_training(ctx, log, stage, work, counters):
     the instrumented programs it builds itself (profile_load) write their counters into counters."""
     values = {"repo": REPO, "work": work, "stage": stage, "profile": counters,
               "cc": ctx.compiler.cc, "cxx": ctx.compiler.cxx}
+    # The report and the setup's counters, by the names the check reads them by (configs.toml, once).
+    for name, value in (("report", ctx.product.train_report), ("setup_counters", ctx.product.setup_counters)):
+        if value:
+            values[name] = work / value
     for step, command in enumerate(ctx.product.train, 1):
         log.note(f"training step {step} of {len(ctx.product.train)}")
         log.run([part.format(**values) for part in command], echo=True)
