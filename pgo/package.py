@@ -331,7 +331,21 @@ def make_rpm(build, folder, scratch):
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
     if not rpms:
         raise PipelineError("cpack made no rpm files")
+    require_whole_set(rpms)
     return build, [Path(shutil.move(rpm, folder / rpm.name)) for rpm in rpms]
+
+
+def require_whole_set(rpms):
+    """CPack goes on when rpmbuild fails for one package group and leaves that package out: a package
+    of the set that another one requires (the same name prefix, MariaDB-common) must be in it."""
+    provided = {line.split()[0] for rpm in rpms for line in run(["rpm", "-qp", "--provides", rpm]).splitlines()}
+    for rpm in rpms:
+        family = run(["rpm", "-qp", "--qf", "%{NAME}", rpm]).split("-")[0] + "-"
+        missing = [r for r in run(["rpm", "-qp", "--requires", rpm]).splitlines()
+                   if r.startswith(family) and r.split()[0] not in provided]
+        if missing:
+            raise PipelineError(f"cpack made no package that provides {missing[0]}, which {rpm.name} requires "
+                                "(CPack leaves a package group out when rpmbuild fails for it)")
 
 
 # What a build tree holds that no install rule reads: the objects, the profile's notes, CMake's own.
