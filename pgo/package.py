@@ -27,7 +27,7 @@ from pgo import PipelineError, atomic, contract, debpackages, debrules, process,
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import build_config, server_binary
 from pgo.readers import read_json
-from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run
+from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run, unmet_set_requirements
 from pgo.runner import say
 from pgo.toolchain import built_with_lto
 from pgo.workdir import Workdir
@@ -337,15 +337,12 @@ def make_rpm(build, folder, scratch):
 
 def require_whole_set(rpms):
     """CPack goes on when rpmbuild fails for one package group and leaves that package out: a package
-    of the set that another one requires (the same name prefix, MariaDB-common) must be in it."""
-    provided = {line.split()[0] for rpm in rpms for line in run(["rpm", "-qp", "--provides", rpm]).splitlines()}
-    for rpm in rpms:
-        family = run(["rpm", "-qp", "--qf", "%{NAME}", rpm]).split("-")[0] + "-"
-        missing = [r for r in run(["rpm", "-qp", "--requires", rpm]).splitlines()
-                   if r.startswith(family) and r.split()[0] not in provided]
-        if missing:
-            raise PipelineError(f"cpack made no package that provides {missing[0]}, which {rpm.name} requires "
-                                "(CPack leaves a package group out when rpmbuild fails for it)")
+    of the set that another one requires (MariaDB-common) must be in it."""
+    gaps = unmet_set_requirements(rpms)
+    if gaps:
+        rpm, requirement = gaps[0]
+        raise PipelineError(f"cpack made no package that provides {requirement}, which {rpm.name} requires "
+                            "(CPack leaves a package group out when rpmbuild fails for it)")
 
 
 # What a build tree holds that no install rule reads: the objects, the profile's notes, CMake's own.

@@ -28,7 +28,7 @@ from pgo import PipelineError, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
 from pgo.protocol import PACKAGE_INFO
-from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml
+from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml, unmet_set_requirements
 from pgo.runner import PhaseLog, say
 from pgo.workdir import read_json
 
@@ -240,14 +240,13 @@ def prove_bintar(folder, info, args):
 
 def prove_rpm(folder, info, args):
     rpms = some(folder, "*.rpm")
-    names, provided = {}, set()
+    names = {}
     for rpm in rpms:
         name, version, release = run(["rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{RELEASE}", rpm]).split()
         if (version, release) != (info["package_version"], str(info["release"])):
             raise PipelineError(f"{rpm.name} is {name} {version}-{release}, buildinfo.json says "
                                 f"{info['package_version']}-{info['release']}")
         names[rpm] = name
-        provided |= {line.split()[0] for line in run(["rpm", "-qp", "--provides", rpm]).splitlines()}
     say(f"  {len(rpms)} packages, version {info['package_version']}-{info['release']}: "
         + ", ".join(names.values()))
     binary = info["binary"]["name"]
@@ -259,15 +258,15 @@ def prove_rpm(folder, info, args):
     say(f"  rpm -qp --info {server.name}")
     run(["rpm", "-qp", "--info", server], show=True)
     say(f"  {path} is in {names[server]}; its requirements:")
-    family = names[server].split("-")[0] + "-"
-    for rpm in rpms:
-        requires = run(["rpm", "-qp", "--requires", rpm], show=rpm == server).splitlines()
-        if rpm == server and not any(r.startswith("libc.so.6") for r in requires):
-            raise PipelineError(f"{rpm.name} requires no libc.so.6: its automatic requirements are missing")
-        # A package of the set that another one needs must be in the set.
-        missing = [r for r in requires if r.startswith(family) and r.split()[0] not in provided]
-        if missing:
-            raise PipelineError(f"{rpm.name} requires {', '.join(missing)}, which no package of {folder.name} provides")
+    requires = run(["rpm", "-qp", "--requires", server], show=True).splitlines()
+    if not any(r.startswith("libc.so.6") for r in requires):
+        raise PipelineError(f"{server.name} requires no libc.so.6: its automatic requirements are missing")
+    # A package of the set that another one needs must be in the set.
+    gaps = unmet_set_requirements(rpms)
+    if gaps:
+        rpm = gaps[0][0]
+        missing = ", ".join(r for holder, r in gaps if holder == rpm)
+        raise PipelineError(f"{rpm.name} requires {missing}, which no package of {folder.name} provides")
     say("  rpmlint:")
     rpmlintrc = RECIPES / "rpm" / f"{info['product']}.rpmlintrc"
     run(["rpmlint", "--rpmlintrc", rpmlintrc, *rpms], show=True)

@@ -34,6 +34,18 @@ def run(cmd, cwd=None, env=None):
     return output_of(cmd, cwd=cwd, env=env)
 
 
+def unmet_set_requirements(rpms):
+    """(rpm, requirement) for each requirement a package of an rpm set has on its own family (the
+    first part of its name: MariaDB-common for MariaDB-backup) that no package of the set provides."""
+    provided = {line.split()[0] for rpm in rpms for line in run(["rpm", "-qp", "--provides", rpm]).splitlines()}
+    gaps = []
+    for rpm in rpms:
+        family = run(["rpm", "-qp", "--qf", "%{NAME}", rpm]).split("-")[0] + "-"
+        gaps += [(rpm, r) for r in run(["rpm", "-qp", "--requires", rpm]).splitlines()
+                 if r.startswith(family) and r.split()[0] not in provided]
+    return gaps
+
+
 def is_elf(path):
     with open(path, "rb") as f:
         return f.read(4) == ELF_MAGIC
