@@ -24,6 +24,12 @@ def run_pgo(*args, cwd=REPO, check=True, env=None):
     return result
 
 
+def build_fixture(workdir, *extra, config="fixture", check=True):
+    """`pgo build` of the fixture project (version 1.0.0) with a configuration of it."""
+    return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir", workdir,
+                   *extra, check=check)
+
+
 def refused(result, *phrases):
     """A refusal whose one error line (the last: a failed command shows its output above) names every phrase."""
     assert result.returncode != 0, result.stdout

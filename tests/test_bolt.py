@@ -12,7 +12,7 @@ import subprocess
 import tarfile
 
 import pytest
-from conftest import FIXTURE, refused, run_pgo
+from conftest import FIXTURE, build_fixture, refused, run_pgo
 
 from pgo import PipelineError, bolt, lines
 from pgo.checksums import sha256_file
@@ -36,8 +36,7 @@ needs_bolt = pytest.mark.skipif(bolt_missing() is not None, reason=str(bolt_miss
 
 
 def build(workdir, *extra, config="fixture-lto-bolt", check=True):
-    return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir", workdir,
-                   *extra, check=check)
+    return build_fixture(workdir, *extra, config=config, check=check)
 
 
 @pytest.fixture(scope="module")

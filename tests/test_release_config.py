@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE, refused, run_pgo
+from conftest import FIXTURE, build_fixture, refused, run_pgo
 
 from pgo import PipelineError, lines, profile
 from pgo.config import build_config, load
@@ -17,8 +17,7 @@ from pgo.toolchain import fingerprint
 
 
 def build(workdir, *extra, config="fixture-make", check=True):
-    return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir", workdir,
-                   *extra, check=check)
+    return build_fixture(workdir, *extra, config=config, check=check)
 
 
 @pytest.fixture(scope="module")
