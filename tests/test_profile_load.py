@@ -419,3 +419,27 @@ def test_dynamic_binary_uses_the_chosen_client_library(tmp_path, server):
     for binary in (dynamic, static):
         run_ok(binary, "--socket", server.socket, "--engines", "memory", "--binlog", "off",
                "--apis", "prepared,nonblocking", "--rows", 5, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("include, lib", [("include/mysql", "lib"),                          # standalone (bintar)
+                                          ("include/mariadb", "lib/x86_64-linux-gnu")])     # Debian's (-DDEB)
+def test_a_staged_tree_of_either_layout_is_the_client_library_trained(tmp_path, include, lib):
+    """-DMARIADB_ROOT=<stage>, as the training builds it: the headers and the library of the stage, whichever
+    layout its configuration installs, never the system's."""
+    require_prerequisites()
+    system_libdir = Path(subprocess.run(["mariadb_config", "--variable=pkglibdir"],
+                                        capture_output=True, text=True, check=True).stdout.strip())
+    system_include = subprocess.run(["mariadb_config", "--variable=pkgincludedir"],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+    stage = tmp_path / "stage"
+    (stage / include).parent.mkdir(parents=True)
+    (stage / include).symlink_to(system_include)
+    (stage / lib).mkdir(parents=True)
+    for name in ("libmariadb.so.3", "libmariadbclient.a"):
+        shutil.copy(system_libdir / name, stage / lib / name)
+    (stage / lib / "libmariadb.so").symlink_to("libmariadb.so.3")
+    (stage / "bin").mkdir()
+    (stage / "bin" / "mariadb_config").symlink_to(shutil.which("mariadb_config"))
+    dynamic, _ = build(tmp_path / "build", f"-DMARIADB_ROOT={stage}")
+    ldd = subprocess.run(["ldd", str(dynamic)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"libmariadb\.so\.3 => " + re.escape(str(stage / lib)) + r"/libmariadb\.so\.3", ldd), ldd

@@ -199,6 +199,14 @@ def test_release_is_debians_configuration_with_a_reduced_instrumented_and_plain_
     assert "-DDEB=Debian" not in build_config("minimal-lto").cmake_args
 
 
+def test_release_whole_builds_the_whole_server_in_every_variant_with_a_fingerprint_of_its_own():
+    """The plain full build issue 29 measures the release against: release's options, nothing reduced."""
+    release, whole = build_config("release"), build_config("release-whole")
+    for variant in ("instrumented", "optimized", "plain"):
+        assert whole.variant_cmake_args(variant) == release.cmake_args
+    assert fingerprint(whole) != fingerprint(release)
+
+
 # Options of debian/rules that are not the configuration's: the comment is the pipeline's, the suffix
 # Debian's revision (pgo/configs.toml [configs.release]).
 NOT_OURS = ("-DCOMPILATION_COMMENT=", "-DMYSQL_SERVER_SUFFIX=")

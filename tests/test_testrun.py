@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURE, run_pgo
 
 from pgo import testrun
+from pgo.config import build_config
 
 BUILD = ("build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE)
 
@@ -215,3 +216,16 @@ def test_prove_runs_the_smoke_set_from_the_package_and_refuses_a_failing_one(tmp
     assert refused.returncode == 1
     assert refused.stderr.endswith(f"pgo: error: the smoke test set failed on {RAN_ON[fmt]}: "
                                    "main.digest: fixture-test: result content mismatch\n")
+
+
+@pytest.mark.parametrize("place", ["mysql-test", "mariadb-test", "share/mysql/mysql-test",
+                                   "share/mariadb/mariadb-test"])
+def test_mariadbs_suite_is_found_in_every_layout_a_configuration_stages(tmp_path, place):
+    """The standalone layouts of 10.x and 11.x, and Debian's (-DDEB, the release configurations) of both."""
+    runner_dir = tmp_path / "stage" / place
+    (runner_dir / "main").mkdir(parents=True)
+    (runner_dir / "mariadb-test-run.pl").write_text("")
+    suite = testrun.test_suite(build_config("release").product)
+    planned = testrun.plan_tree(suite, suite.test_set("smoke"), tmp_path / "stage", tmp_path / "out",
+                                "the staged build", "configuration release")
+    assert planned.runner == runner_dir / "mariadb-test-run.pl"
