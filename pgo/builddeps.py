@@ -12,7 +12,6 @@ not have (trixie's dpkg-dev): that relation is reported and left out, the rest i
 """
 
 import os
-import re
 
 from pgo import PipelineError, process, source
 from pgo.config import build_config, config_names, load
@@ -31,22 +30,6 @@ def product_lines(data=None):
         if config.product.debian_source and config.line:
             found.add((config.product.debian_source, config.line, config.debian_suite))
     return sorted(found)
-
-
-def showsrc_paragraphs(text):
-    """apt-cache showsrc's paragraphs as {field: value} (continuation lines joined)."""
-    paragraphs = []
-    for block in re.split(r"\n\s*\n", text):
-        fields, last = {}, None
-        for line in block.splitlines():
-            if line[:1] in (" ", "\t") and last:
-                fields[last] += " " + line.strip()
-            elif ":" in line:
-                last, _, value = line.partition(":")
-                fields[last] = value.strip()
-        if "Version" in fields:
-            paragraphs.append(fields)
-    return paragraphs
 
 
 def relations(paragraph):
@@ -73,7 +56,7 @@ def plan(package, line, suite, add_entry=True):
     if add_entry:
         source.ensure_deb_src(suite)
     text = process.output_of(["apt-cache", "showsrc", package])
-    paragraph = newest_of_line(showsrc_paragraphs(text), line)
+    paragraph = newest_of_line(source.control_paragraphs(text), line)
     if paragraph is None:
         raise PipelineError(f"apt knows no {package} source of line {line} (suite {suite}): "
                             "is the deb-src entry there (pgo/source.py)?")

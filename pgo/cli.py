@@ -6,6 +6,7 @@
     pgo test --workdir work/10.11.19-minimal --set nightly    another test set on a staged build
     pgo latest --config minimal-11.8                   which version 'latest' is
     pgo configure-check --config release --version 10.11.18    configure only: no feature missing
+    pgo compare-debs --ours DIR --debian-version 1:10.11.19-0+deb12u1 --out DIR    our .debs beside Debian's
 """
 
 import argparse
@@ -21,6 +22,7 @@ from pgo import (
     bench,
     bolt,
     builddeps,
+    compare_debs,
     configure_check,
     contract,
     lines,
@@ -142,6 +144,7 @@ def make_parser():
     archive_cli.register(sub)
     bench.register(sub)
     builddeps.register(sub)
+    compare_debs.register(sub)
     configure_check.register(sub)
     package.register(sub)
     prove.register(sub)

@@ -503,6 +503,23 @@ def debian_versions(package):
     return re.findall(r"^Version: (\S+)", result.stdout, re.M)
 
 
+def control_paragraphs(text):
+    """The paragraphs of Debian's control format that name a Version (apt-cache showsrc's, a .deb's
+    control file) as {field: value}, continuation lines joined."""
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text):
+        fields, last = {}, None
+        for line in block.splitlines():
+            if line[:1] in (" ", "\t") and last:
+                fields[last] += " " + line.strip()
+            elif ":" in line:
+                last, _, value = line.partition(":")
+                fields[last] = value.strip()
+        if "Version" in fields:
+            paragraphs.append(fields)
+    return paragraphs
+
+
 def host_suite():
     """This machine's Debian release (VERSION_CODENAME), or None."""
     try:

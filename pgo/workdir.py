@@ -19,6 +19,13 @@ from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, SETTI
 UNUSABLE_IN_PATHS = set(';"\'\\$`()&|<>') | {chr(c) for c in range(32)} | {"\x7f"}
 
 
+def cache_root(chosen=None):
+    """The download cache: `chosen` (a --cache option), or ~/.cache/pgo ($XDG_CACHE_HOME/pgo)."""
+    if chosen:
+        return Path(chosen).resolve()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pgo"
+
+
 @dataclass(frozen=True)
 class Settings:
     version: str
@@ -68,9 +75,7 @@ class Workdir:
         return Path(settings.profile_dir).resolve() if settings.profile_dir else self.root / "profile"
 
     def cache(self, settings):
-        if settings.cache:
-            return Path(settings.cache).resolve()
-        return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pgo"
+        return cache_root(settings.cache)
 
     # settings: written by the first `pgo build`, read by every later phase
     def load_settings(self):

@@ -252,11 +252,11 @@ def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_a
 
 
 def test_a_source_paragraphs_build_relations_span_its_continuation_lines():
-    from pgo import builddeps
+    from pgo import builddeps, source
     text = ("Package: m\nVersion: 1:10.11.18-1\nBuild-Depends: a,\n b (>= 1) | c,\n d [linux-any]\n"
             "Build-Depends-Arch: e\n\nPackage: m\nVersion: 1:10.11.19-1\nBuild-Depends: f\n\n"
             "Package: m\nVersion: 1:11.8.9+ds-1\nBuild-Depends: g\n")
-    paragraphs = builddeps.showsrc_paragraphs(text)
+    paragraphs = source.control_paragraphs(text)
     assert builddeps.relations(paragraphs[0]) == ["a", "b (>= 1) | c", "d [linux-any]", "e"]
     assert builddeps.newest_of_line(paragraphs, "10.11")["Version"] == "1:10.11.19-1"
     assert builddeps.newest_of_line(paragraphs, "11.8")["Version"] == "1:11.8.9+ds-1"
