@@ -34,7 +34,8 @@ def place(final: str | os.PathLike, fill: Callable[[Path], object]) -> bool:
 
     Returns False, keeping nothing, when `final` appeared meanwhile (another
     writer was first); a non-empty folder is never replaced. On any failure
-    nothing is left behind.
+    nothing is left behind. `path` may be a file too (a tool's output whose
+    name says its format, as mmdebstrap's `.tar.gz`), which replaces `final`.
     """
     final = Path(final)
     with scratch(final) as folder:

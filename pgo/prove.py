@@ -1,6 +1,6 @@
 """pgo prove: install a published package folder and run what it installed.
 
-    pgo prove DIR [--replace-distribution]
+    pgo prove DIR [--replace-distribution] [--piuparts | --piuparts-only] [--upgrade-from OLDER]
 
 First the folder itself: sha256sums.txt lists every file and matches. Then by
 format (buildinfo.json says which):
@@ -10,10 +10,16 @@ format (buildinfo.json says which):
   rpm     rpm -qp metadata, file list and requirements; rpmlint without errors;
           the payload extracted with rpm2cpio | cpio runs as the bintar does,
           then the smoke test set from the test package's suite there
-  deb     lintian without errors; installed with apt into a clean chroot made by
-          mmdebstrap (never into this host), the server started there, queried,
-          stopped; then the smoke test set from the installed test package, in
-          the chroot, as nobody
+  deb     lintian without errors; with --piuparts, Debian's piuparts (pgo/piuparts.py):
+          install, remove and purge (no file left, no maintainer script failing),
+          the upgrade from the distribution's packages of the same names where
+          its archive serves them (and OLDER's, a folder of an earlier release),
+          and apt's refusal to put the distribution's older version back over
+          ours without --allow-downgrades (--piuparts-only: that alone, then
+          stop); then installed with apt into a clean chroot made by mmdebstrap
+          (never into this host), the server started there, queried, stopped;
+          then the smoke test set from the installed test package, in the
+          chroot, as nobody
 The run itself is packaging/smoke/<product>.sh; its `version_comment:` line must
 carry the build's mark: the profile id for PGO packages, "plain build" otherwise.
 """
@@ -24,13 +30,13 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pgo import PipelineError, process, source, testrun
+from pgo import PipelineError, piuparts, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
 from pgo.protocol import PACKAGE_INFO
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml, unmet_set_requirements
 from pgo.runner import PhaseLog, say
-from pgo.workdir import read_json
+from pgo.workdir import cache_root, read_json
 
 # The test set `pgo prove` runs on what a package installed (pgo/configs.toml).
 SMOKE_SET = "smoke"
@@ -41,10 +47,22 @@ NOBODY = 65534
 def register(subparsers):
     prove = subparsers.add_parser("prove", help="install a package folder's packages and run them")
     prove.add_argument("folder", help="a folder published by `pgo package`")
-    prove.add_argument("--distribution", default="bookworm", help="Debian release of the deb chroot")
-    prove.add_argument("--mirror", help="Debian mirror for the chroot (default: mmdebstrap's)")
+    prove.add_argument("--distribution", default="bookworm", help="Debian release of the deb chroot and of piuparts")
+    prove.add_argument("--mirror", help="Debian mirror for the chroot and piuparts (default: deb.debian.org)")
     prove.add_argument("--replace-distribution", action="store_true",
                        help="deb: install the distribution's packages first, then replace them with these")
+    prove.add_argument("--piuparts", action="store_true",
+                       help="deb: also run Debian's piuparts (install, upgrade from the distribution's packages "
+                            "of the same names, remove, purge) and prove that apt refuses the distribution's older "
+                            "version over ours without --allow-downgrades. Not the default: it installs the set "
+                            "twice more and purges it (minutes for MariaDB's set), from a base chroot in the cache")
+    prove.add_argument("--piuparts-only", action="store_true",
+                       help="deb: the folder's checks, lintian and --piuparts, without the chroot's run of the "
+                            "packages (a folder whose chroot proof passed; piuparts again after a packaging fix)")
+    prove.add_argument("--upgrade-from", metavar="OLDER",
+                       help="with --piuparts: a deb folder `pgo package` published of an earlier release, served "
+                            "beside the archive: piuparts upgrades from it where it is newer than the archive's")
+    prove.add_argument("--cache", help="download cache, for piuparts' base chroot (default: ~/.cache/pgo)")
     prove.set_defaults(func=cmd_prove)
 
 
@@ -52,9 +70,19 @@ def cmd_prove(args):
     folder = Path(args.folder).resolve()
     info = load_buildinfo(folder)
     check_label(info)
+    args.piuparts = args.piuparts or args.piuparts_only
+    if args.piuparts and info["format"] != "deb":
+        raise PipelineError(f"--piuparts proves debs; {folder.name} holds {info['format']} packages")
+    if args.upgrade_from and not args.piuparts:
+        raise PipelineError("--upgrade-from is the older set of --piuparts' upgrade test: add --piuparts")
     say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
+    if args.upgrade_from:
+        check_older(Path(args.upgrade_from).resolve(), info)
     comment = PROVERS[info["format"]](folder, info, args)
+    if args.piuparts_only:
+        say("proof passed: lintian and piuparts (--piuparts-only: the packages were not run, no version comment)")
+        return
     check_mark(comment, info)
     say(f"proof passed: version comment '{comment}'")
 
@@ -221,6 +249,11 @@ def report_tests(results, what):
     testrun.refuse_failures(results, SMOKE_SET, what)
 
 
+def is_server(path, info):
+    """Whether a package's path is the server binary: buildinfo.json's binary name in a bin/ or sbin/."""
+    return PurePosixPath(path).name == info["binary"]["name"] and PurePosixPath(path).parent.name in ("bin", "sbin")
+
+
 # --- bintar -------------------------------------------------------------------
 
 def prove_bintar(folder, info, args):
@@ -249,11 +282,9 @@ def prove_rpm(folder, info, args):
         names[rpm] = name
     say(f"  {len(rpms)} packages, version {info['package_version']}-{info['release']}: "
         + ", ".join(names.values()))
-    binary = info["binary"]["name"]
-    holders = {rpm: path for rpm in rpms for path in run(["rpm", "-qpl", rpm]).splitlines()
-               if Path(path).name == binary and Path(path).parent.name in ("bin", "sbin")}
+    holders = {rpm: path for rpm in rpms for path in run(["rpm", "-qpl", rpm]).splitlines() if is_server(path, info)}
     if len(holders) != 1:
-        raise PipelineError(f"{len(holders)} packages hold a {binary} binary, expected one")
+        raise PipelineError(f"{len(holders)} packages hold a {info['binary']['name']} binary, expected one")
     (server, path), = holders.items()
     say(f"  rpm -qp --info {server.name}")
     run(["rpm", "-qp", "--info", server], show=True)
@@ -310,6 +341,15 @@ def prove_deb(folder, info, args):
     say("  lintian:")
     run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
         show=True)
+    if args.piuparts:
+        # Before the chroot: a package that fails piuparts is refused in its terms, without the chroot's minutes.
+        names = [run(["dpkg-deb", "-f", deb, "Package"]).strip() for deb in debs]
+        server = names[debs.index(server_deb(debs, info))]
+        piuparts.prove(debs, [server, *(n for n in names if n != server)], version, theirs, args.distribution,
+                       args.mirror, cache_root(args.cache), Path(args.upgrade_from).resolve() if args.upgrade_from
+                       else None)
+        if args.piuparts_only:
+            return None
     suite, chosen = smoke_set(info)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
         tests = chroot_tests(info, suite, chosen, recipe, debs, Path(tmp)) if suite else []
@@ -322,6 +362,31 @@ def prove_deb(folder, info, args):
             results.update(runner=suite.name, set=SMOKE_SET, seconds=float((Path(tmp) / "seconds").read_text()))
             report_tests(results, "the installed deb packages")
         return comment
+
+
+def deb_paths(deb):
+    """The paths a .deb installs, without the leading / (a symlink's own path)."""
+    # `-rwxr-xr-x root/root 1234 2026-11-26 19:00 ./usr/share/...` (a symlink adds ` -> target`)
+    return {line.split(" ./", 1)[1].split(" -> ")[0] for line in run(["dpkg-deb", "--contents", deb]).splitlines()
+            if " ./" in line}
+
+
+def server_deb(debs, info):
+    """The one .deb that holds the server binary."""
+    holders = [deb for deb in debs if any(is_server(path, info) for path in deb_paths(deb))]
+    if len(holders) != 1:
+        raise PipelineError(f"{len(holders)} packages hold a {info['binary']['name']} binary, expected one")
+    return holders[0]
+
+
+def check_older(older, info):
+    """--upgrade-from: a deb folder `pgo package` published of the same product, its checksums matching."""
+    theirs = load_buildinfo(older)
+    if (theirs["format"], theirs["product"]) != ("deb", info["product"]):
+        raise PipelineError(f"--upgrade-from {older} holds {theirs['product']} {theirs['format']} packages, not "
+                            f"{info['product']} debs")
+    say(f"  the older set (--upgrade-from): {older.name}/, {theirs['product']} {theirs['package_version']}-"
+        f"{theirs['release']} debs, {'profile ' + theirs['profile_id'] if theirs['profile_id'] else 'plain build'}")
 
 
 def in_chroot(folder, debs, info, args, recipe, tests):
@@ -356,9 +421,7 @@ def in_chroot(folder, debs, info, args, recipe, tests):
 def chroot_tests(info, suite, chosen, recipe, debs, scratch):
     """Hooks that run the smoke test set from the installed test package, as MariaDB's Buildbot runs mtr
     from its installed debs: as `nobody` (mtr refuses root), the JUnit report and time copied to scratch."""
-    # `-rwxr-xr-x root/root 1234 2026-11-26 19:00 ./usr/share/...` (a symlink adds ` -> target`)
-    contents = {line.split(" ./", 1)[1].split(" -> ")[0] for deb in debs
-                for line in run(["dpkg-deb", "--contents", deb]).splitlines() if " ./" in line}
+    contents = set().union(*map(deb_paths, debs))
     runner = PurePosixPath("/") / test_runner(recipe, "deb", info, lambda p: p in contents)
     (scratch / testrun.SKIP_LIST).write_text(testrun.skip_text(chosen))
     inside = PurePosixPath("/tmp/pgo-tests")

@@ -20,8 +20,8 @@ build_packages="gcc g++ cmake ninja-build bison pkg-config git
   debhelper dh-exec po-debconf fakeroot
   bolt-19 libbolt-19-dev"
 # A real server for the tests, the benchmark's callgrind, and the package proofs
-# (rpmlint, lintian, a Debian chroot for the .deb).
-test_packages="$build_packages mariadb-server valgrind rpmlint lintian mmdebstrap"
+# (rpmlint, lintian, a Debian chroot for the .deb, Debian's piuparts for `pgo prove --piuparts`).
+test_packages="$build_packages mariadb-server valgrind rpmlint lintian mmdebstrap piuparts"
 
 case "$what" in
   build) packages=$build_packages ;;

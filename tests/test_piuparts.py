@@ -1,0 +1,105 @@
+"""`pgo prove --piuparts` (pgo/piuparts.py): Debian's piuparts on the fixture's debs made through its
+own debian/rules (configs.toml fixture-deb): install, the upgrade from an earlier release's set (the
+plain build's 1.0.0-1), remove, purge, and apt's refusal to put that set back over ours; a package
+whose purge leaves a file is refused in one line. Real piuparts, mmdebstrap and apt, as root; the
+base chroot is made by the first proof into the session's cache and reused by the next."""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE, refused, run_pgo
+
+from pgo import piuparts
+
+needs_piuparts = pytest.mark.skipif(
+    shutil.which("piuparts") is None or shutil.which("mmdebstrap") is None or os.geteuid() != 0,
+    reason="piuparts and its base chroot (mmdebstrap) need root and tools/install-deps.sh test")
+BUILD = ["build", "--version", "1.0.0", "--config", "fixture-deb", "--tests", "off"]
+
+
+def leaves_a_file(debian):
+    """The fixture's packaging with a postinst that writes a file its postrm does not purge."""
+    postinst, postrm = debian / "fixture.postinst", debian / "fixture.postrm"
+    flag = "  touch /var/lib/fixture/debian-__FIXTURE_MAJOR_VER__.flag\n"
+    postinst.write_text(postinst.read_text().replace(flag, flag + "  touch /var/lib/fixture/left-behind\n"))
+    postrm.write_text(postrm.read_text().replace("rm -rf /var/lib/fixture", "rm -f /var/lib/fixture/debian-*.flag"))
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """fixture-deb's deb folders: the PGO build's, the plain build's (1.0.0-1, the earlier release) and
+    the PGO build's of a fixture whose purge leaves a file."""
+    root = tmp_path_factory.mktemp("piuparts")
+    leaving = root / "fixture-leaving"
+    shutil.copytree(FIXTURE, leaving)
+    leaves_a_file(leaving / "debian")
+    for kind, source, extra in (("pgo", FIXTURE, []), ("plain", FIXTURE, ["--pgo", "off"]),
+                                ("leaving", leaving, [])):
+        run_pgo(*BUILD, "--source", source, "--workdir", root / kind, *extra)
+        run_pgo("package", "--workdir", root / kind, "--format", "deb", "--out", root / "published" / kind)
+    return {kind: root / "published" / kind for kind in ("pgo", "plain", "leaving")}
+
+
+def state(folder):
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()) for p in folder.iterdir()}
+
+
+@needs_piuparts
+def test_piuparts_installs_upgrades_removes_and_purges_and_apt_refuses_the_downgrade(published):
+    """--piuparts-only: the chroot's run of the packages is test_package's and test_testrun's (minutes)."""
+    before = state(published["pgo"])
+    result = run_pgo("prove", published["pgo"], "--piuparts-only", "--upgrade-from", published["plain"])
+    out = result.stdout
+    assert "  piuparts base chroot: " in out and "/piuparts/bookworm.tar.gz, made " in out
+    assert ("  piuparts: install, upgrade from fixture 1.0.0-1 of plain/ (and 2 more of its packages), remove, "
+            "purge: passed (") in out
+    assert ("  downgrade refusal: apt refused fixture 1.0.0-1 of plain/ (and 2 more of its packages) over ours "
+            "(1.0.0+pgo-1) without --allow-downgrades") in out
+    assert out.endswith("proof passed: lintian and piuparts (--piuparts-only: the packages were not run, no "
+                        "version comment)\n") and "mmdebstrap bookworm chroot" not in out
+    assert state(published["pgo"]) == before        # nothing in the published folder changed
+
+
+@needs_piuparts
+def test_a_package_whose_purge_leaves_a_file_is_refused_in_one_line(published):
+    result = run_pgo("prove", published["leaving"], "--piuparts", check=False)
+    line = refused(result, "piuparts' install and purge test failed: package purging left files on system: "
+                           "/var/lib/fixture/left-behind (not owned) and 1 more (piuparts exited with status 1; "
+                           "its log: ")
+    log = Path(line.rpartition("its log: ")[2].removesuffix(")"))
+    assert "ERROR: FAIL: Package purging left files on system:" in log.read_text()
+    assert "mmdebstrap bookworm chroot" not in result.stdout       # refused before the chroot's minutes
+    shutil.rmtree(log.parent)
+
+
+def test_upgrade_from_belongs_to_piuparts(published):
+    refused(run_pgo("prove", published["pgo"], "--upgrade-from", published["plain"], check=False),
+            "--upgrade-from is the older set of --piuparts' upgrade test: add --piuparts")
+
+
+# piuparts' own log of a postrm that exits 1 on purge (the fixture's, so changed), cut to the failure
+FAILED_PURGE = """\
+0m30.9s DEBUG: Starting command: ['chroot', '/tmp/tmpopp7wug2', 'dpkg', '--purge', 'fixture', 'fixture-test']
+0m31.0s ERROR: Command failed (status=1): ['chroot', '/tmp/tmpopp7wug2', 'dpkg', '--purge', 'fixture', 'fixture-test']
+  (Reading database ... 8134 files and directories currently installed.)
+  Purging configuration files for fixture (1.0.0+pgo-1) ...
+  cannot purge
+  dpkg: error processing package fixture (--purge):
+   installed fixture package post-removal script subprocess returned error exit status 1
+  dpkg: warning: ignoring request to remove fixture-test which isn't installed
+  Errors were encountered while processing:
+   fixture
+
+0m31.3s DEBUG: Starting command: ['umount', '/tmp/tmpopp7wug2/dev/shm']
+0m38.5s ERROR: piuparts run ends.
+"""
+
+
+def test_a_failing_maintainer_script_is_named_with_dpkgs_words():
+    assert piuparts.failure(FAILED_PURGE) == (
+        "piuparts' install and purge test failed: dpkg --purge fixture fixture-test failed: dpkg: error processing "
+        "package fixture (--purge): installed fixture package post-removal script subprocess returned error exit "
+        "status 1")
