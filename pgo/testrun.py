@@ -37,6 +37,9 @@ TEST_USER = "pgo-test"
 RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
 # mtr's line for each finished test: `main.alias 'innodb'  w1 [ pass ]  12`.
 OUTCOME = re.compile(r"^(?P<test>[\w.#/-]+)\s.*?\[ (?P<outcome>pass|fail|skipped|disabled|retry-pass) \]")
+# mtr's report of a server whose error log had a warning or error when it was shut down
+SHUTDOWN_WARNINGS = re.compile(r"^\*\*\*Warnings generated in error logs during shutdown after running tests: "
+                               r"(?P<tests>.+?)\s*$")
 # The lines of a failure that say why, first match wins (mysqltest's and the runner's own).
 WHY = (re.compile(r"^(?:mysqltest|mariadb-test|fixture-test): .+"),
        re.compile(r".*(?:[Cc]rashed|[Ss]ignal \d+|[Aa]ssertion .*failed|Got signal).*"),
@@ -140,7 +143,7 @@ def execute(p, log):
         raise PipelineError(disk_full(p.var, log.path) or f"{suite.name} {chosen.name} exited with status {status} "
                             f"and wrote no report: {last_error(log.path)} (log: {log.path})")
     shutil.copyfile(report, p.out / JUNIT)
-    results = summarise(read_junit(p.out / JUNIT))
+    results = shutdown_failures(summarise(read_junit(p.out / JUNIT)), progress.shutdown)
     if status != 0 and not results["failed"]:
         raise PipelineError(f"{suite.name} {chosen.name} exited with status {status} although no test failed: "
                             f"{disk_full(p.var, log.path) or last_error(log.path)} (log: {log.path})")
@@ -224,16 +227,30 @@ def check_readable(user, paths):
 
 
 class Progress:
-    """Counts the runner's finished tests for the step's live summary."""
+    """Counts the runner's finished tests for the step's live summary, and keeps what mtr reports about
+    the servers' logs at shutdown (shutdown_failures)."""
 
     def __init__(self):
         self.done = self.failed = 0
         self.shown = 0.0
+        self.shutdown = []          # (the tests of that server, the lines mtr printed after its header)
+        self.reading = False        # the lines are a shutdown report's, until the next test's line
 
     def line(self, text):
-        match = OUTCOME.match(text)
-        if not match:
+        warned = SHUTDOWN_WARNINGS.match(text)
+        if warned:
+            self.shutdown.append((warned["tests"].split(), []))
+            self.reading = True
             return
+        match = OUTCOME.match(text)
+        if text.startswith("-----"):             # mtr's closing summary follows
+            self.reading = False
+        if not match:
+            report = self.shutdown[-1][1] if self.reading else None
+            if report is not None and text.strip() and len(report) < EXCERPT_LINES:
+                report.append(text.rstrip())
+            return
+        self.reading = False
         self.done += 1
         self.failed += match["outcome"] == "fail"
         now = time.monotonic()
@@ -285,6 +302,26 @@ def summarise(attempts):
             outcomes[name] = "skipped"
     counts = {kind: sum(1 for o in outcomes.values() if o == kind) for kind in ("passed", "failed", "skipped")}
     return {"counts": counts, "tests": len(by_test), "failed": failed, "flaky": flaky, "outcomes": outcomes}
+
+
+def shutdown_failures(results, reports):
+    """The results with each server-log failure mtr found at a server's shutdown, as a failed test.
+
+    mtr checks each server's error log when it shuts it down, and a warning or error there (a server that
+    crashed after `Shutdown complete`, say) fails the run although every test passed: the JUnit report has
+    no entry for it, only the runner's output (`***Warnings generated in error logs during shutdown after
+    running tests: <the tests that server ran>`, then the log's lines). Each becomes a failure named
+    after those tests, so that the verdict judges it as it judges a test: the optimised build's alone
+    refuses the release, the plain build's is reported."""
+    for tests, report in reports:
+        body = "\n".join(report)
+        name = f"server log at shutdown after {', '.join(tests)}"
+        results["outcomes"][name] = "failed"
+        results["counts"]["failed"] += 1
+        results["tests"] += 1
+        results["failed"].append({"test": name, "first_error": first_error(body), "attempts": 1,
+                                  "excerpt": excerpt(body)})
+    return results
 
 
 def first_error(text):

@@ -112,6 +112,30 @@ def test_failures_of_both_builds_are_the_environment_up_to_the_limit(tmp_path):
     assert "1 tests fail on the plain build too, above the limit of 0" in refused.stderr
 
 
+def test_an_error_in_a_servers_log_at_shutdown_is_a_failure_the_verdict_judges(tmp_path):
+    """mtr fails a run whose server logged an error at its shutdown (a crash after `Shutdown complete`)
+    although every test passed; the JUnit report has no entry for it. Found on 10.11.18's plain build
+    (main.ssl_timeout-9836, signal 11 at exit): the phase failed and with it the release."""
+    pgo, plain = tmp_path / "pgo", tmp_path / "plain"
+    run_pgo(*BUILD, "--workdir", pgo, "--tests", "off")
+    run_pgo(*BUILD, "--workdir", plain, "--pgo", "off", "--tests", "off")
+    warned = run_pgo("test", "--workdir", plain, env={"FIXTURE_SHUTDOWN_ERROR": "main.digest"})
+    assert "[test] fixture tests release: 2 passed, 1 failed, 1 skipped" in warned.stdout
+    assert ("[test] failed: server log at shutdown after main.digest: 261127  3:15:17 [ERROR] "
+            f"{plain}/stage/bin/fixture got signal 11 ;") in warned.stdout
+    run_pgo("test", "--workdir", pgo)
+    # The plain build's alone: reported with its results, not the optimised build's fault.
+    assert "PASSED" in run_pgo("test-verdict", "--candidate", pgo, "--baseline", plain).stdout
+    # The optimised build's alone: refused, naming the tests that server ran and the log's error.
+    run_pgo("test", "--workdir", plain)
+    run_pgo("test", "--workdir", pgo, env={"FIXTURE_SHUTDOWN_ERROR": "main.digest"})
+    refused = run_pgo("test-verdict", "--candidate", pgo, "--baseline", plain, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr == ("pgo: error: the release is refused: server log at shutdown after main.digest fails "
+                              "on the optimised build (the plain build did not run it): 261127  3:15:17 [ERROR] "
+                              f"{pgo}/stage/bin/fixture got signal 11 ;\n")
+
+
 def test_a_run_past_its_time_limit_is_stopped_with_one_line(tmp_path):
     workdir = tmp_path / "w"
     run_pgo(*BUILD, "--workdir", workdir, "--tests", "off")
