@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 from pgo import PipelineError, atomic, process, source
 from pgo.checksums import sha256_file
+from pgo.debpackages import dpkg_deb, installed_paths
 from pgo.readers import read_json
 from pgo.runner import say
 from pgo.workdir import cache_root
@@ -46,8 +47,6 @@ DOWNLOAD_SECONDS = 1800     # MariaDB's 29 packages are about 150 MB
 VERSION_MARK = "<version>"
 # [epoch:]upstream[-revision] (Debian Policy 5.6.12); it names a folder of the cache too.
 DEBIAN_VERSION = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
-# `dpkg-deb --contents`' kinds of entry that install a file: a regular file, a hard link, a symlink.
-KINDS = {"-": "file", "h": "file", "l": "symlink"}
 
 
 @dataclass
@@ -139,27 +138,6 @@ def read_deb(path):
                relations={name: fields[name] for name in RELATIONS if fields.get(name)},
                scripts=scripts, conffiles=sorted(line.strip() for line in conffiles if line.strip()),
                paths=installed_paths(path))
-
-
-def installed_paths(path):
-    """{path: file | symlink} from `dpkg-deb --contents`, whose lines read
-    `-rw-r--r-- root/root 1126 2026-11-26 21:05 ./etc/mysql/mariadb.cnf` (a symlink adds ` -> TARGET`,
-    a hard link ` link to TARGET`)."""
-    paths = {}
-    for line in dpkg_deb(path, "--contents", path).splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[0][:1] in KINDS:
-            name = re.split(r" -> | link to ", parts[5], maxsplit=1)[0]
-            paths["/" + name.removeprefix("./")] = KINDS[parts[0][:1]]
-    return paths
-
-
-def dpkg_deb(deb, *args):
-    done = process.run(["dpkg-deb", *args])
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or [f"dpkg-deb failed with status {done.returncode}"])[-1]
-        raise PipelineError(f"{deb} is not a readable .deb: {why.removeprefix('dpkg-deb: error: ')}")
-    return done.stdout
 
 
 def source_of(debs):

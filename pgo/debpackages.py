@@ -17,7 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, process
 from pgo.bolt import bolted
 from pgo.recipes import RECIPES, changelog_line, describe, is_elf, run, wrapped
 from pgo.runner import say
@@ -320,3 +320,28 @@ def write_control(root, fields, spec, product_dir, version):
     for path in [root, *walk(root)]:
         if path.is_dir() and not path.is_symlink():
             os.chmod(path, 0o755)
+
+
+# `dpkg-deb --contents`' kinds of entry that install a file: a regular file, a hard link, a symlink.
+KINDS = {"-": "file", "h": "file", "l": "symlink"}
+
+
+def installed_paths(path):
+    """{path: file | symlink} from `dpkg-deb --contents`, whose lines read
+    `-rw-r--r-- root/root 1126 2026-11-26 21:05 ./etc/mysql/mariadb.cnf` (a symlink adds ` -> TARGET`,
+    a hard link ` link to TARGET`)."""
+    paths = {}
+    for line in dpkg_deb(path, "--contents", path).splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[0][:1] in KINDS:
+            name = re.split(r" -> | link to ", parts[5], maxsplit=1)[0]
+            paths["/" + name.removeprefix("./")] = KINDS[parts[0][:1]]
+    return paths
+
+
+def dpkg_deb(deb, *args):
+    done = process.run(["dpkg-deb", *args])
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"dpkg-deb failed with status {done.returncode}"])[-1]
+        raise PipelineError(f"{deb} is not a readable .deb: {why.removeprefix('dpkg-deb: error: ')}")
+    return done.stdout

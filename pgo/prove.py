@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pgo import PipelineError, piuparts, process, source, testrun
+from pgo import PipelineError, debpackages, piuparts, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
 from pgo.protocol import PACKAGE_INFO
@@ -365,10 +365,8 @@ def prove_deb(folder, info, args):
 
 
 def deb_paths(deb):
-    """The paths a .deb installs, without the leading / (a symlink's own path)."""
-    # `-rwxr-xr-x root/root 1234 2026-11-26 19:00 ./usr/share/...` (a symlink adds ` -> target`)
-    return {line.split(" ./", 1)[1].split(" -> ")[0] for line in run(["dpkg-deb", "--contents", deb]).splitlines()
-            if " ./" in line}
+    """The files and symlinks a .deb installs, without the leading /."""
+    return {path.lstrip("/") for path in debpackages.installed_paths(deb)}
 
 
 def server_deb(debs, info):
