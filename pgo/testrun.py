@@ -246,9 +246,8 @@ class Progress:
         if text.startswith("-----"):             # mtr's closing summary follows
             self.reading = False
         if not match:
-            report = self.shutdown[-1][1] if self.reading else None
-            if report is not None and text.strip() and len(report) < EXCERPT_LINES:
-                report.append(text.rstrip())
+            if self.reading and text.strip() and len(self.shutdown[-1][1]) < EXCERPT_LINES:
+                self.shutdown[-1][1].append(text.rstrip())
             return
         self.reading = False
         self.done += 1
@@ -296,8 +295,7 @@ def summarise(attempts):
         elif "failed" in statuses:
             outcomes[name] = "failed"
             text = next(text for status, text in reversed(tries) if status == "failed")
-            failed.append({"test": name, "first_error": first_error(text), "attempts": len(tries),
-                           "excerpt": excerpt(text)})
+            failed.append(failure_record(name, text, len(tries)))
         else:
             outcomes[name] = "skipped"
     counts = {kind: sum(1 for o in outcomes.values() if o == kind) for kind in ("passed", "failed", "skipped")}
@@ -319,9 +317,13 @@ def shutdown_failures(results, reports):
         results["outcomes"][name] = "failed"
         results["counts"]["failed"] += 1
         results["tests"] += 1
-        results["failed"].append({"test": name, "first_error": first_error(body), "attempts": 1,
-                                  "excerpt": excerpt(body)})
+        results["failed"].append(failure_record(name, body, 1))
     return results
+
+
+def failure_record(name, text, attempts):
+    """A failed test's record: its runner's text, cut to its first error line and an excerpt."""
+    return {"test": name, "first_error": first_error(text), "attempts": attempts, "excerpt": excerpt(text)}
 
 
 def first_error(text):
