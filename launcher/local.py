@@ -15,6 +15,7 @@ into run/venv when this Python lacks it.
 import argparse
 import base64
 import getpass
+import http.client
 import http.cookiejar
 import json
 import os
@@ -51,6 +52,10 @@ REQUIREMENTS = REPO / protocol.MASTER_REQUIREMENTS
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
 WORKER_CONNECT_TIMEOUT = 90
 POLL_SECONDS = 2
+# A read the master's web server cut short (a connection it closed mid-response while the machine is
+# busy with a build and its benchmark) is asked again, this many times, this far apart; only reads:
+# a control call (force, stop) asked twice could act twice.
+READ_ATTEMPTS, READ_RETRY_SECONDS = 5, 3
 PROGRESS_EVERY = 10     # seconds between two progress lines of one running step
 RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exception", 5: "retry", 6: "cancelled"}
 FAILED = (2, 4)
@@ -245,7 +250,13 @@ class Api:
 
     def get(self, path, **query):
         url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query, doseq=True)}" if query else "")
-        return json.loads(self.open(urllib.request.Request(url)))
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            try:
+                return json.loads(self.open(urllib.request.Request(url)))
+            except ApiError as e:
+                if e.status is not None or attempt == READ_ATTEMPTS:
+                    raise
+            time.sleep(READ_RETRY_SECONDS)
 
     def control(self, path, method, **params):
         body = json.dumps({"jsonrpc": "2.0", "method": method, "id": 1, "params": params}).encode()
@@ -259,6 +270,10 @@ class Api:
                 return response.read()
         except urllib.error.HTTPError as e:
             raise ApiError(e.code, error_message(e.read())) from None
+        except (http.client.HTTPException, OSError) as e:
+            # No answer, or half of one (http.client's IncompleteRead is no OSError): status None.
+            reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            raise ApiError(None, f"no whole answer from the master at {self.url}: {reason}") from None
 
 
 def error_message(body):
@@ -420,6 +435,11 @@ def cmd_run(args):
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
+    except ApiError as e:
+        if e.status is not None:
+            raise
+        raise LocalError(f"stopped following the release after {READ_ATTEMPTS} attempts ({e}); "
+                         f"it goes on in the master: {settings.url}") from None
     summaries = []
     for build in release_builds(api, bsid):
         published = build["properties"].get("published", [None])[0]
