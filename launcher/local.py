@@ -219,8 +219,8 @@ def wait_for_worker(api, name):
             workers = api.get("workers", name=name)["workers"]
             if workers and workers[0]["connected_to"]:
                 return
-        except (OSError, ApiError):
-            pass                   # the web server is still starting
+        except ApiError:
+            pass                   # the web server is still starting (Api.open turns its OSError into this)
         time.sleep(1)
     raise LocalError(f"worker {name} did not connect to the master within {WORKER_CONNECT_TIMEOUT} s "
                      "(see run/worker/twistd.log and run/master/twistd.log)")
