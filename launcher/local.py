@@ -216,7 +216,8 @@ def wait_for_worker(api, name):
     deadline = time.monotonic() + WORKER_CONNECT_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            workers = api.get("workers", name=name)["workers"]
+            # One read per poll: this loop is the retry, and keeps to its deadline.
+            workers = api.get("workers", attempts=1, name=name)["workers"]
             if workers and workers[0]["connected_to"]:
                 return
         except ApiError:
@@ -248,13 +249,13 @@ class Api:
         if who.get("anonymous"):
             raise ApiError(401, f"login as {user} failed")
 
-    def get(self, path, **query):
+    def get(self, path, *, attempts=READ_ATTEMPTS, **query):
         url = f"{self.url}/api/v2/{path}" + (f"?{urllib.parse.urlencode(query, doseq=True)}" if query else "")
-        for attempt in range(1, READ_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 return json.loads(self.open(urllib.request.Request(url)))
             except ApiError as e:
-                if e.status is not None or attempt == READ_ATTEMPTS:
+                if e.status is not None or attempt == attempts:
                     raise
             time.sleep(READ_RETRY_SECONDS)
 

@@ -65,3 +65,14 @@ def test_a_master_that_keeps_cutting_its_answers_short_is_one_error(master):
     assert failed.value.status is None
     assert str(failed.value).startswith(f"no whole answer from the master at {api.url}: IncompleteRead(")
     assert served.served == local.READ_ATTEMPTS
+
+
+def test_waiting_for_the_worker_keeps_to_its_deadline(master, monkeypatch):
+    """The wait polls once a second up to its limit; a read retried inside each poll would stretch
+    the limit fivefold while the web server fails."""
+    served = handler(master, cut=1000)
+    monkeypatch.setattr(local, "WORKER_CONNECT_TIMEOUT", 0.5)
+    api = local.Api(f"http://127.0.0.1:{master.server_address[1]}")
+    with pytest.raises(local.LocalError, match="did not connect to the master within 0.5 s"):
+        local.wait_for_worker(api, "release-local")
+    assert served.served == 1
