@@ -255,8 +255,11 @@ class Api:
             try:
                 return json.loads(self.open(urllib.request.Request(url)))
             except ApiError as e:
-                if e.status is not None or attempt == attempts:
+                if e.status is not None:
                     raise
+                if attempt == attempts:
+                    # The count is said here, where it is known: a control call is never asked again.
+                    raise ApiError(None, f"{e} (asked {attempts} times)") from None
             time.sleep(READ_RETRY_SECONDS)
 
     def control(self, path, method, **params):
@@ -439,8 +442,7 @@ def cmd_run(args):
     except ApiError as e:
         if e.status is not None:
             raise
-        raise LocalError(f"stopped following the release after {READ_ATTEMPTS} attempts ({e}); "
-                         f"it goes on in the master: {settings.url}") from None
+        raise LocalError(f"stopped following the release ({e}); it goes on in the master: {settings.url}") from None
     summaries = []
     for build in release_builds(api, bsid):
         published = build["properties"].get("published", [None])[0]

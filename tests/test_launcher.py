@@ -64,6 +64,7 @@ def test_a_master_that_keeps_cutting_its_answers_short_is_one_error(master):
         api.get("builds")
     assert failed.value.status is None
     assert str(failed.value).startswith(f"no whole answer from the master at {api.url}: IncompleteRead(")
+    assert str(failed.value).endswith(f"(asked {local.READ_ATTEMPTS} times)")
     assert served.served == local.READ_ATTEMPTS
 
 
