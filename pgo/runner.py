@@ -79,7 +79,7 @@ class PhaseLog:
         if timer:
             timer.start()
         tail = []
-        shown, said = 0.0, None
+        shown, said, top = 0.0, None, -1
         for line in proc.stdout:
             self.file.write(line)
             if watch:
@@ -92,10 +92,13 @@ class PhaseLog:
                 text = (lines.compile_percent(self.phase, step["percent"]) if "percent" in step
                         else lines.compile_progress(self.phase, step["done"], step["total"]))
                 now = time.monotonic()
-                # make repeats its share ("[100%] Built target ..." for each target): say it once.
-                if text != said and (now - shown >= 2 or last):
+                # make repeats its share ("[100%] Built target ..." for each target), and with -j its
+                # targets' shares arrive out of order (13%, 11%, 13%): say each share once, rising.
+                share = int(step["percent"]) if "percent" in step else None
+                if text != said and (now - shown >= 2 or last) and (share is None or share > top):
                     say(text)
                     shown, said = now, text
+                    top = share if share is not None else top
             elif echo:
                 say(lines.tagged(self.phase, line.rstrip()))
         self.wait(proc)

@@ -586,3 +586,23 @@ def test_training_compiles_with_the_builds_compiler():
     from pgo.config import product
     compiles = [command for command in product("mariadb").train if command[0] == "cmake"]
     assert compiles and all("-DCMAKE_C_COMPILER={cc}" in command for command in compiles)
+
+
+# --- progress -----------------------------------------------------------------
+
+def test_makes_progress_is_said_rising_and_once(tmp_path, capsys):
+    """make -j prints its targets' shares out of order and repeats 100%: the console sees each
+    share once, rising (at most every 2 s, so the lines come 2.1 s apart), and the log keeps every line."""
+    from pgo.runner import MAKE_PROGRESS, PhaseLog
+    script = ("import time\n"
+              "for line in ['[ 13%] Building a.o', '[ 11%] Building b.o', '[ 40%] Building c.o',\n"
+              "             '[100%] Built target c', '[100%] Built target d']:\n"
+              "    print(line, flush=True); time.sleep(2.1)\n")
+    log = PhaseLog(tmp_path / "plain.log", "plain")
+    log.run([sys.executable, "-c", script], progress=MAKE_PROGRESS)
+    log.close()
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[plain] compile")]
+    assert said == ["[plain] compile 13%", "[plain] compile 40%", "[plain] compile 100%"], said
+    assert (tmp_path / "plain.log").read_text().splitlines()[-5:] == [
+        "[ 13%] Building a.o", "[ 11%] Building b.o", "[ 40%] Building c.o", "[100%] Built target c",
+        "[100%] Built target d"]
