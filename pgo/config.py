@@ -30,6 +30,9 @@ class Product:
     setup_counters: str | None = None
     # The product's own test suite (MariaDB's mariadb-test-run), run by the test phase.
     tests: "TestSuite | None" = None
+    # Plugins the stage links from one folder into another, as the distribution's install step does
+    # ([products.X.stage_links]): {"from": folder, "into": glob of folders, "names": [...]}.
+    stage_links: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -253,9 +256,19 @@ def product(name, data=None):
             train_report=p.get("train_report"),
             setup_counters=p.get("setup_counters"),
             tests=test_suite(p["tests"]) if "tests" in p else None,
+            stage_links=stage_links(name, p.get("stage_links")),
         )
     except KeyError as e:
         raise PipelineError(f"product '{name}' lacks the setting {e}") from e
+
+
+def stage_links(product_name, links):
+    if links is None:
+        return None
+    if set(links) != {"from", "into", "names"} or not all(isinstance(links[k], str) for k in ("from", "into")):
+        raise PipelineError(f"product '{product_name}': stage_links needs exactly from, into (folders of the "
+                            f"staged tree) and names, not {sorted(links)}")
+    return {"from": links["from"], "into": links["into"], "names": tuple(links["names"])}
 
 
 def test_suite(t):

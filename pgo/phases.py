@@ -375,6 +375,7 @@ def stage(ctx, log):
         raise PipelineError(f"the optimised build did not pass its profile check: {'; '.join(check['problems'])}")
     bolt_check = contract.checked_bolt(ctx.workdir, build_dir) if check and ctx.config.bolt else None
     install(build_dir, ctx.workdir.stage, log)
+    link_staged_plugins(ctx.product.stage_links, ctx.workdir.stage, log)
     identity = check["identity"] if check else built["identity"]
     write_json(ctx.workdir.root / contract.BUILD_INFO, {
         "product": ctx.product.name,
@@ -396,6 +397,21 @@ def stage(ctx, log):
         "flags_fingerprint": identity[contract.FLAGS_ID],
         "stage": str(ctx.workdir.stage),
     })
+
+
+def link_staged_plugins(links, stage, log):
+    """Link plugins into the folders where the distribution's install step puts them too
+    ([products.X.stage_links]), relative, so the staged tree can move; a plugin this build lacks is
+    left out, one already there is kept."""
+    if not links:
+        return
+    source = stage / links["from"]
+    for folder in sorted(stage.glob(links["into"])):
+        for name in links["names"]:
+            link = folder / name
+            if (source / name).is_file() and not link.exists():
+                link.symlink_to(os.path.relpath(source / name, folder))
+                log.note(f"linked {link.relative_to(stage)} -> {links['from']}/{name}")
 
 
 def run_tests(ctx, log):

@@ -606,3 +606,41 @@ def test_makes_progress_is_said_rising_and_once(tmp_path, capsys):
     assert (tmp_path / "plain.log").read_text().splitlines()[-5:] == [
         "[ 13%] Building a.o", "[ 11%] Building b.o", "[ 40%] Building c.o", "[100%] Built target c",
         "[100%] Built target d"]
+
+
+# --- the stage ----------------------------------------------------------------
+
+def test_the_stage_links_debians_client_test_plugins(tmp_path):
+    """A DEB-layout stage gets the links debian/rules' install step makes (mtr's client plugin dir);
+    a plugin the build lacks is left out, a file already there kept, another layout left alone."""
+    from pgo.config import product
+    from pgo.phases import link_staged_plugins
+    from pgo.runner import PhaseLog
+    links = product("mariadb").stage_links
+    deb, standalone = tmp_path / "deb", tmp_path / "standalone"
+    (deb / "lib/mysql/plugin").mkdir(parents=True)
+    client = deb / "lib/x86_64-linux-gnu/libmariadb3/plugin"
+    client.mkdir(parents=True)
+    for name in ("qa_auth_client.so", "auth_test_plugin.so", "qa_auth_interface.so"):
+        (deb / "lib/mysql/plugin" / name).write_text(name)
+    (client / "qa_auth_interface.so").write_text("the package's own")
+    (standalone / "lib/plugin").mkdir(parents=True)
+    (standalone / "lib/plugin/qa_auth_client.so").write_text("x")
+    log = PhaseLog(tmp_path / "stage.log", "stage")
+    for tree in (deb, standalone):
+        link_staged_plugins(links, tree, log)
+    log.close()
+    assert sorted(p.name for p in client.iterdir()) == ["auth_test_plugin.so", "qa_auth_client.so",
+                                                        "qa_auth_interface.so"]
+    assert os.readlink(client / "qa_auth_client.so") == "../../../mysql/plugin/qa_auth_client.so"
+    assert (client / "qa_auth_client.so").read_text() == "qa_auth_client.so"
+    assert (client / "qa_auth_interface.so").read_text() == "the package's own"
+    assert [p.relative_to(standalone).as_posix() for p in standalone.rglob("*")] == [
+        "lib", "lib/plugin", "lib/plugin/qa_auth_client.so"]
+    assert "linked lib/x86_64-linux-gnu/libmariadb3/plugin/qa_auth_client.so" in (tmp_path / "stage.log").read_text()
+
+
+def test_stage_links_must_say_from_into_and_names():
+    from pgo.config import stage_links
+    with pytest.raises(PipelineError, match="stage_links needs exactly from, into"):
+        stage_links("mariadb", {"from": "lib/mysql/plugin", "names": []})
