@@ -84,9 +84,15 @@ def make(build, recipe, folder, scratch):
 # --- the packaging tree -------------------------------------------------------
 
 def link_source(shared, src):
-    """The shared source's top-level entries as symlinks: the rules read it (docs, examples), never write it."""
+    """The shared source's top-level folders as symlinks: the rules read it (docs, examples), never write
+    it. Its top-level files are copied: debhelper copies a file a debian/*.docs names as it finds it, and a
+    symlink would ship as a link to this machine's source (mariadb-client's README.md did)."""
     for entry in sorted(shared.iterdir()):
-        if entry.name != "debian":
+        if entry.name == "debian":
+            continue
+        if entry.is_file() and not entry.is_symlink():
+            shutil.copy2(entry, src / entry.name)
+        else:
             os.symlink(entry, src / entry.name)
 
 

@@ -79,6 +79,11 @@ def test_the_source_packages_split_with_our_version(packaged):
     assert "usr/lib/fixture/plugin/echo.so" in listing(plugin)
     assert "usr/share/fixture/test/run" in listing(test)
     assert {"usr/bin/fixture", "usr/share/fixture/VERSION", "usr/share/doc/fixture/copyright"} <= set(listing(server))
+    # A top-level file of the source a debian/*.docs names ships as a file, not as a link to the build
+    # machine's source tree.
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", server], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        assert archive.getmember("./usr/share/doc/fixture/VERSION").isfile()
     # override_dh_auto_install read $(BUILDDIR): the symbols of the checked build tree's binary
     symbols = gzip.decompress(member(server, "./usr/share/doc/fixture/fixture.sym.gz")).decode()
     assert " T main\n" in symbols
@@ -104,9 +109,12 @@ def test_changelog_substvars_and_stamp_are_the_only_changes_to_debian(packaged):
     changed = [p.relative_to(source).as_posix() for p in sorted(source.rglob("*")) if p.is_file()
                and p.read_bytes() != (debian / p.relative_to(source)).read_bytes()]
     assert changed == ["changelog", "fixture.postinst"]
-    # the source tree is linked, never copied, and debian/ is not the shared tree's
+    # the source tree's folders are linked, never copied, its top-level files copied (a debian/*.docs may
+    # name them), and debian/ is not the shared tree's
     src = workdir / "package-deb" / "src"
-    assert all((src / name).is_symlink() for name in ("CMakeLists.txt", "src", "test", "plugin"))
+    assert all((src / name).is_symlink() for name in ("src", "test", "plugin"))
+    assert not (src / "CMakeLists.txt").is_symlink() and (src / "CMakeLists.txt").read_bytes() == (
+        FIXTURE / "CMakeLists.txt").read_bytes()
     assert not debian.is_symlink()
 
 
