@@ -90,7 +90,8 @@ def link_source(shared, src):
     for entry in sorted(shared.iterdir()):
         if entry.name == "debian":
             continue
-        if entry.is_file() and not entry.is_symlink():
+        if entry.is_file():
+            # A link to a file is copied as the file it names, or it too would ship as a link here.
             shutil.copy2(entry, src / entry.name)
         else:
             os.symlink(entry, src / entry.name)

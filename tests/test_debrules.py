@@ -154,6 +154,23 @@ def test_lintian_passes(packaged):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_packaging_tree_copies_the_sources_files_and_links_its_folders(tmp_path):
+    """A top-level file, and a link to one, become files of their own (debhelper would ship a link to
+    this machine's source); folders stay links to the read-only shared tree; debian/ is left out."""
+    from pgo.debrules import link_source
+    shared, src = tmp_path / "shared", tmp_path / "src"
+    for folder in ("sql", "debian"):
+        (shared / folder).mkdir(parents=True)
+    (shared / "README.md").write_text("read me")
+    (shared / "README").symlink_to("README.md")
+    src.mkdir()
+    link_source(shared, src)
+    assert sorted(p.name for p in src.iterdir()) == ["README", "README.md", "sql"]
+    for name in ("README", "README.md"):
+        assert not (src / name).is_symlink() and (src / name).read_text() == "read me"
+    assert (src / "sql").is_symlink() and (src / "sql").resolve() == (shared / "sql").resolve()
+
+
 def test_the_fixtures_debian_is_a_real_source_package(tmp_path):
     """dpkg-buildpackage builds it from the source as any Debian package: the rules are not made for pgo."""
     source = tmp_path / "fixture-1.0.0"
