@@ -114,6 +114,9 @@ class BuildConfig:
     # configuration builds without, and features it must build.
     features_off: tuple[str, ...] = ()
     features_required: tuple[str, ...] = ()
+    # Build Debian's source as Debian does, its quilt patches applied (`dpkg-source -x` of the .dsc),
+    # in a tree of its own (pgo/source.py): the source's identity is the .dsc's checksum.
+    debian_patches: bool = False
 
     def variant_cmake_args(self, variant):
         """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
@@ -203,7 +206,7 @@ def build_config(name, data=None):
     line = nearest("line")
     if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
         raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
-    switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules")}
+    switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules", "debian_patches")}
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
             raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
@@ -224,7 +227,8 @@ def build_config(name, data=None):
                        bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]),
                        generator, compile_flags, link_flags,
                        variants if reduced_cmake else (), reduced_cmake,
-                       tuple(nearest("features_off") or ()), tuple(nearest("features_required") or ()))
+                       tuple(nearest("features_off") or ()), tuple(nearest("features_required") or ()),
+                       debian_patches=bool(switches["debian_patches"]))
 
 
 def server_binary(product_name):

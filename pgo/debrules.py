@@ -88,7 +88,7 @@ def link_source(shared, src):
     it. Its top-level files are copied: debhelper copies a file a debian/*.docs names as it finds it, and a
     symlink would ship as a link to this machine's source (mariadb-client's README.md did)."""
     for entry in sorted(shared.iterdir()):
-        if entry.name == "debian":
+        if entry.name in ("debian", ".pc"):     # ours is placed next; .pc: dpkg-source's record of the patches
             continue
         if entry.is_file():
             # A link to a file is copied as the file it names, or it too would ship as a link here.

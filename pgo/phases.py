@@ -76,7 +76,7 @@ def fetch_source(ctx, log):
     s = ctx.settings
     cache = ctx.workdir.cache(s)
     src, tree = source.fetch(s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref,
-                             suite=ctx.config.debian_suite, log=log)
+                             suite=ctx.config.debian_suite, log=log, patched=ctx.config.debian_patches)
     link_source(ctx.workdir, tree)
     write_json(ctx.workdir.root / contract.SOURCE_RECORD,
                {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
@@ -90,7 +90,7 @@ def source_tree(ctx, log=None):
     cache = ctx.workdir.cache(s)
     record = read_json(ctx.workdir.root / contract.SOURCE_RECORD)
     with source.held(record, s.source, s.version, ctx.product, cache / "src", cache, git_ref=s.git_ref,
-                     suite=ctx.config.debian_suite, log=log) as tree:
+                     suite=ctx.config.debian_suite, log=log, patched=ctx.config.debian_patches) as tree:
         if ctx.workdir.src.resolve() != tree:     # a work directory of an older layout
             link_source(ctx.workdir, tree)
         yield tree

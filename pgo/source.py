@@ -13,6 +13,11 @@ changed: at one path, a profile trained on 10.11.18 still applies to every
 function of 10.11.19 that did not move. The price: builds of two versions of
 one line on one machine take turns with the tree, and each turn may unpack it
 again.
+
+A configuration with `debian_patches = true` (`release`: what Debian builds) builds Debian's
+source as `dpkg-source -x` unpacks it, its quilt patches applied, identified by the .dsc's
+checksum, in a tree of its own (<product>-<line>-debian): the patched and the upstream source
+never take turns in one tree, and the upstream configurations' profiles keep their source.
 """
 
 import fcntl
@@ -102,28 +107,28 @@ def leaves_tree(relative, target):
     return parts[:1] in ((os.pardir,), (".git",))
 
 
-def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
+def fetch(spec, version, product, src_root, cache, git_ref=None, suite=None, log=None, patched=False):
     """Put the source of `product` `version` into its line's tree under src_root; return (Source, tree).
 
     The tree's path is part of the profile (see above): every build of the line
     configures from it, so a profile trained in one work directory (or on another
     VM with the same src_root, or on an earlier version) applies in another.
     """
-    with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
-        with checked_out(src_root, product, version, source, fill):
+    with prepared(spec, version, product, cache, git_ref, suite, log, patched) as (source, fill):
+        with checked_out(src_root, product, version, source, fill, patched):
             pass
-    return source, line_tree(src_root, product, version)
+    return source, line_tree(src_root, product, version, patched)
 
 
 @contextmanager
-def held(record, spec, version, product, src_root, cache, git_ref=None, suite=None, log=None):
+def held(record, spec, version, product, src_root, cache, git_ref=None, suite=None, log=None, patched=False):
     """The line's tree holding the source `record` (a work directory's source.json) names, for the block.
 
     Another build may have put another version into the tree since the source
     phase ran: then it is put back, from the cache, and must have the recorded checksum.
     """
     def refill(dest):
-        with prepared(spec, version, product, cache, git_ref, suite, log) as (source, fill):
+        with prepared(spec, version, product, cache, git_ref, suite, log, patched) as (source, fill):
             if source.checksum != record["checksum"]:
                 raise PipelineError(f"source {source.origin} is no longer what phase source took "
                                     f"({record['checksum'][:12]}, now {source.checksum[:12]}): "
@@ -131,19 +136,27 @@ def held(record, spec, version, product, src_root, cache, git_ref=None, suite=No
             fill(dest)
 
     wanted = Source(record["kind"], record["origin"], record["checksum"])
-    with checked_out(src_root, product, version, wanted, refill) as tree:
+    with checked_out(src_root, product, version, wanted, refill, patched) as tree:
         yield tree
 
 
 @contextmanager
-def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None):
-    """What the source is (downloaded, verified, cloned as needed) and how to put it into a directory."""
+def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None, patched=False):
+    """What the source is (downloaded, verified, cloned as needed) and how to put it into a directory.
+
+    patched: Debian's source package as Debian builds it, its patches applied (only from Debian's archive)."""
     kind = kind_of(spec)
+    if patched and kind != "debian":
+        raise PipelineError(f"the configuration builds Debian's patched source (debian_patches), and --source "
+                            f"{spec} is not Debian's source package: leave --source out")
     if kind == "debian":
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
-        tarball, origin = debian_orig_tarball(product.debian_source, version, cache / "debian", suite, log)
-        yield Source(kind, origin, sha256_file(tarball)), lambda dest: unpack_tarball(tarball, dest)
+        tarball, origin, dsc = debian_source_package(product.debian_source, version, cache / "debian", suite, log)
+        if patched:
+            yield Source(kind, origin, sha256_file(dsc)), lambda dest: unpack_dsc(dsc, dest)
+        else:
+            yield Source(kind, origin, sha256_file(tarball)), lambda dest: unpack_tarball(tarball, dest)
     elif kind == "tarball":
         yield (Source(kind, str(Path(spec).resolve()), sha256_file(spec)),
                lambda dest: unpack_tarball(Path(spec), dest))
@@ -320,8 +333,8 @@ def tarball_version(tarball):
 
 # --- the line's tree ----------------------------------------------------------
 
-def line_tree(src_root, product, version):
-    return Path(src_root) / f"{product.name}-{version_line(version)}"
+def line_tree(src_root, product, version, patched=False):
+    return Path(src_root) / f"{product.name}-{version_line(version)}{'-debian' if patched else ''}"
 
 
 # Trees this process holds, and the source in each: a refresh while one is held here would wait for itself.
@@ -329,7 +342,7 @@ _HELD = {}
 
 
 @contextmanager
-def checked_out(src_root, product, version, source, fill):
+def checked_out(src_root, product, version, source, fill, patched=False):
     """Hold the line's tree with `source` in it, shared with builds of the same source, for the block.
 
     The tree is only replaced under an exclusive lock, which waits for every
@@ -337,7 +350,7 @@ def checked_out(src_root, product, version, source, fill):
     marker beside the tree names the source in it; it is removed before a
     replacement and written after, so a tree cut short is never taken for one.
     """
-    tree = line_tree(ensure_dir(src_root), product, version)
+    tree = line_tree(ensure_dir(src_root), product, version, patched)
     held_here = _HELD.setdefault(tree, [])
     if held_here and held_here[-1] != source.checksum:
         raise PipelineError(f"{tree} holds {held_here[-1][:12]} for this command, which also needs "
@@ -438,10 +451,28 @@ def unpack_tarball(tarball, dest):
         atomic.reveal(top, dest)
 
 
+def unpack_dsc(dsc, dest):
+    """Unpack a verified Debian source package into dest (which must not exist) as Debian builds it:
+    the upstream tarball, debian/, and the quilt patches of debian/patches/series applied.
+    --no-check: verify_dsc checked every file's checksum; the signature's keyring is not on a build VM."""
+    result = process.run(["dpkg-source", "--no-check", "--no-copy", "-x", dsc, dest])
+    if result.returncode != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        said = result.stdout + result.stderr
+        patch, file, hunk = (re.findall(pattern, said) for pattern in (r"info: applying (\S+)", r"patching file (\S+)",
+                                                                       r"(Hunk #\d+ FAILED at \d+)"))
+        if patch and hunk:
+            raise PipelineError(f"cannot unpack {dsc.name}: its patch {patch[-1]} does not apply to "
+                                f"{file[-1] if file else 'the source'} ({hunk[0]})")
+        last = [line for line in said.splitlines() if line.strip()] or ["dpkg-source failed"]
+        raise PipelineError(f"cannot unpack {dsc.name}: {last[-1].strip()}")
+
+
 # --- Debian source packages -------------------------------------------------
 
-def debian_orig_tarball(package, version, cache, suite=None, log=None):
-    """Download (once) and verify the Debian source package whose upstream version is `version`."""
+def debian_source_package(package, version, cache, suite=None, log=None):
+    """Download (once) and verify the Debian source package whose upstream version is `version`:
+    (its upstream tarball, "debian:<package>=<full version>", its .dsc)."""
     full = debian_version(package, version, suite, log)
     upstream = upstream_of(full)
     folder = cache / f"{package}_{full.split(':', 1)[-1]}"
@@ -460,7 +491,7 @@ def debian_orig_tarball(package, version, cache, suite=None, log=None):
     tarballs = [t for t in tarballs if not t.name.endswith(".asc")]
     if not tarballs:
         raise PipelineError(f"{dsc.name} lists no upstream tarball {package}_{upstream}.orig.tar.*")
-    return tarballs[0], f"debian:{package}={full}"
+    return tarballs[0], f"debian:{package}={full}", dsc
 
 
 def debian_version(package, version, suite=None, log=None):

@@ -19,6 +19,7 @@ from pgo.config import build_config, config_names, default_config
 from pgo.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
 
 REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixture"
 
 
 # --- configuration file -------------------------------------------------------
@@ -454,6 +455,61 @@ def test_dsc_verification_catches_a_corrupted_download(tmp_path):
     assert not source.verify_dsc(dsc, quiet=True)
     with pytest.raises(PipelineError, match="corrupted download"):
         source.verify_dsc(dsc)
+
+
+def debian_source_package_of_the_fixture(folder):
+    """A real Debian source package of the fixture (format 3.0 (quilt)) with one patch, in `folder`."""
+    tree = folder / "fixture-1.0.0"
+    shutil.copytree(FIXTURE, tree, ignore=shutil.ignore_patterns("debian"))
+    subprocess.run(["tar", "-czf", folder / "fixture_1.0.0.orig.tar.gz", "fixture-1.0.0"], cwd=folder, check=True)
+    shutil.copytree(FIXTURE / "debian", tree / "debian")
+    (tree / "debian" / "patches").mkdir()
+    (tree / "debian" / "patches" / "series").write_text("say-debian.patch\n")
+    (tree / "debian" / "patches" / "say-debian.patch").write_text(
+        "Description: a line only Debian's source has\n---\n"
+        "--- a/CMakeLists.txt\n+++ b/CMakeLists.txt\n@@ -1 +1,2 @@\n+# patched by Debian\n"
+        f" {(FIXTURE / 'CMakeLists.txt').read_text().splitlines()[0]}\n")
+    subprocess.run(["dpkg-source", "-b", "fixture-1.0.0"], cwd=folder, check=True, capture_output=True)
+    shutil.rmtree(tree)
+    return folder / "fixture_1.0.0-1.dsc"
+
+
+def test_debian_patches_build_debians_source_with_its_patches_in_a_tree_of_its_own(tmp_path, monkeypatch):
+    """debian_patches: `dpkg-source -x` of the verified .dsc, identified by the .dsc's checksum, in
+    <product>-<line>-debian; the upstream tarball's tree beside it keeps the unpatched source."""
+    from dataclasses import replace
+    cache = tmp_path / "cache"
+    (cache / "debian" / "fixture_1.0.0-1").mkdir(parents=True)
+    dsc = debian_source_package_of_the_fixture(cache / "debian" / "fixture_1.0.0-1")
+    monkeypatch.setattr(source, "debian_version", lambda package, version, suite=None, log=None: "1.0.0-1")
+    fixture = replace(build_config("fixture").product, debian_source="fixture")
+    patched, tree = source.fetch("debian", "1.0.0", fixture, cache / "src", cache, patched=True)
+    upstream, plain_tree = source.fetch("debian", "1.0.0", fixture, cache / "src", cache)
+    assert (tree.name, plain_tree.name) == ("fixture-1.0-debian", "fixture-1.0")
+    assert (tree / "CMakeLists.txt").read_text().startswith("# patched by Debian\n")
+    assert not (plain_tree / "CMakeLists.txt").read_text().startswith("# patched")
+    assert (tree / "debian" / "rules").is_file() and not (plain_tree / "debian").exists()
+    assert patched.origin == upstream.origin == "debian:fixture=1.0.0-1"
+    assert patched.checksum == source.sha256_file(dsc) != upstream.checksum
+    # Held again (a later phase), the patched tree is the one with the .dsc's checksum.
+    with source.held({"kind": "debian", "origin": patched.origin, "checksum": patched.checksum}, "debian",
+                     "1.0.0", fixture, cache / "src", cache, patched=True) as held:
+        assert held == tree
+    with pytest.raises(PipelineError, match="builds Debian's patched source .debian_patches., and --source "
+                                            ".* is not Debian's source package: leave --source out"):
+        source.fetch(str(FIXTURE), "1.0.0", fixture, cache / "src", cache, patched=True)
+
+
+def test_a_patch_that_does_not_apply_is_one_line_and_leaves_no_tree(tmp_path):
+    dsc = debian_source_package_of_the_fixture(tmp_path)
+    orig = tmp_path / "fixture_1.0.0.orig.tar.gz"
+    subprocess.run(["tar", "-xzf", orig], cwd=tmp_path, check=True)
+    (tmp_path / "fixture-1.0.0" / "CMakeLists.txt").write_text("something else\n")
+    subprocess.run(["tar", "-czf", orig, "fixture-1.0.0"], cwd=tmp_path, check=True)
+    with pytest.raises(PipelineError, match=r"cannot unpack fixture_1.0.0-1.dsc: its patch say-debian.patch does not "
+                                           r"apply to CMakeLists.txt \(Hunk #1 FAILED at 1\)$"):
+        source.unpack_dsc(dsc, tmp_path / "tree")
+    assert not (tmp_path / "tree").exists()
 
 
 # --- profile check ----------------------------------------------------------------
