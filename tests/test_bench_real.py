@@ -214,6 +214,26 @@ def test_server_that_does_not_start_is_an_infrastructure_error(tmp_path):
     assert len(lines) == 1 and "server A did not start" in lines[0], run.stderr
 
 
+def test_a_wrapper_that_gives_up_before_the_server_starts_is_named_with_its_own_line(tmp_path):
+    """valgrind 3.19 gives up on a BOLTed binary's DWARF before mariadbd writes a line: the error says
+    valgrind's last line, not what the server's log kept from the previous start."""
+    require_tools()
+    from pgo.bench import builds
+    from pgo.bench.errors import InfraError
+    from pgo.bench.server import Server, common_options
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = Server(builds.resolve("A", DEBIAN_BASEDIR, tmp_path / "work"), tmp_path / "server-A", logs, "0",
+                    common_options("64M", 1, []))
+    server.install()
+    (logs / "server-A.err").write_text("2026-11-27 15:53:30 0 [Note] mariadbd: Shutdown complete\n")
+    with pytest.raises(InfraError) as refused:
+        server.start(wrapper=["valgrind", "--tool=no-such-tool"])
+    assert str(refused.value).startswith("server A did not start (exit 1): valgrind: failed to start tool "
+                                         "'no-such-tool'"), refused.value
+    assert str(refused.value).endswith("(server-A.console)") and "Shutdown complete" not in str(refused.value)
+
+
 # Every statement written to the general log (a table, through the CSV engine) and traced by the
 # optimizer (a JSON trace each): the same binary then executes 4.6 times the instructions per
 # point select, and served them at 0.68 to 0.72 of the baseline's rate on a quiet Zen 4 VM, at

@@ -193,6 +193,21 @@ def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
     assert "--rate off" in md and "--callgrind" not in md.split("## Reproduce")[1]
 
 
+def test_callgrind_that_could_not_run_is_said_and_the_throughput_stands(tmp_path):
+    """A build valgrind cannot run (a BOLTed binary under valgrind 3.19) costs the instruction counts only."""
+    result = json.loads(RESULT.read_text())
+    result["callgrind"] = {"error": "build B under valgrind: server B did not start (exit 1): Valgrind: I can't "
+                                    "recover.  Giving up.  Sorry. (server-B.console)"}
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert ("Not measured: build B under valgrind: server B did not start (exit 1): Valgrind: I can't recover.  "
+            "Giving up.  Sorry. (server-B.console).") in md
+    assert "**Verdict: PASS**" in md
+
+
 def test_top_functions_show_their_entries_in_the_training(tmp_path):
     """pgo bench --training-counts: each top function of the candidate with the training's entries."""
     result = json.loads(RESULT.read_text())

@@ -76,6 +76,8 @@ def response_time(latency):
 def instruction_profile(profile):
     if not profile:
         return None
+    if "error" in profile:
+        return {"error": profile["error"]}
     rows = {}
     for counter in ("Ir", "I1mr", "ILmr"):
         per_tx = {label: profile[label][counter] / profile[label]["events"] for label in ("A", "B")}

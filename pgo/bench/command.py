@@ -250,7 +250,7 @@ def measure(args):
         raw = session.measure()
     except InfraError as e:
         raise InfraError(f"{e} (logs in {session.logs}, work files kept in {session.work})") from None
-    if counts and raw.get("callgrind"):
+    if counts and raw.get("callgrind") and "error" not in raw["callgrind"]:
         raw["callgrind"]["training_profile"] = counts["profile_id"]
         for top in raw["callgrind"]["B"]["top"]:
             top["training_entries"] = profile.entries_of(counts["functions"], top["function"])

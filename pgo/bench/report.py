@@ -134,6 +134,8 @@ def instruction_profile(cg):
     lines = ["## Callgrind: instructions and simulated I1 misses per transaction", ""]
     if cg is None:
         return lines + ["Not measured (run with --callgrind).", ""]
+    if "error" in cg:
+        return lines + [f"Not measured: {cg['error']}.", ""]
     rows = cg["per_transaction"]
     lines += [f"{cg['workload']}, one client, {cg['events']} transactions, server under "
               "`valgrind --tool=callgrind --cache-sim=yes` (deterministic: no interval needed).", "",

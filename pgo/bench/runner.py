@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pgo import lines
 from pgo.bench import builds, callgrind, sequential
+from pgo.bench.errors import InfraError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.server import Server, common_options
 from pgo.bench.stats import geometric_mean
@@ -102,7 +103,11 @@ class Session:
                 server.stop(check=False)
             raise
         profile = self.instruction_profile(servers) if s["callgrind"] else None
-        shutil.rmtree(self.work)
+        if profile and "error" in profile:
+            # The work files of the server valgrind could not run stay, for its log.
+            say(f"callgrind not measured: {profile['error']}")
+        else:
+            shutil.rmtree(self.work)
         return {
             "builds": {label: {"role": LABELS[label], "source": b.source, "kind": b.kind,
                                "basedir": str(b.basedir), "version": b.version}
@@ -194,11 +199,16 @@ class Session:
                 "interval": s["interval"], "series": series}
 
     def instruction_profile(self, servers):
+        """callgrind's counts of both builds; or {"error": why} when one could not run under valgrind
+        (valgrind 3.19 gives up on a BOLTed binary's DWARF): the throughput measured before it stands."""
         s = self.settings
         profile = {}
         for label in ("A", "B"):
             say(f"callgrind {s['callgrind_workload']} run {label} ({s['callgrind_events']} transactions)")
-            profile[label] = callgrind.measure(servers[label], self.sysbench,
-                                               s["callgrind_workload"], s["callgrind_events"],
-                                               self.logs)
+            try:
+                profile[label] = callgrind.measure(servers[label], self.sysbench,
+                                                   s["callgrind_workload"], s["callgrind_events"],
+                                                   self.logs)
+            except InfraError as e:
+                return {"error": f"build {label} under valgrind: {e}"}
         return profile

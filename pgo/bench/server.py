@@ -1,6 +1,7 @@
 """One MariaDB server on a private datadir and unix socket, pinned to its CPUs."""
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,6 +46,7 @@ class Server:
         self.options = options
         self.logs = logs
         self.error_log = logs / f"server-{build.label}.err"
+        self.console_log = logs / f"server-{build.label}.console"
         self.process = None
         self.socket_dir = None
         self.socket = None
@@ -76,14 +78,16 @@ class Server:
                f"--socket={self.socket}", "--skip-networking", f"--pid-file={self.root / 'server.pid'}",
                f"--log-error={self.error_log}", f"--init-file={init_file}", *as_root(),
                *self.options, *extra_options]
-        self.console = open(self.logs / f"server-{self.build.label}.console", "a")
+        # Both logs are appended to by every start: what this one wrote comes after these sizes.
+        written = {path: size_of(path) for path in (self.error_log, self.console_log)}
+        self.console = open(self.console_log, "a")
         self.process = process.start(cmd, stdout=self.console, stderr=process.STDOUT, error=InfraError)
         deadline = time.monotonic() + timeout
         while not self.accepts_clients():
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.cleanup()
-                raise InfraError(f"{self.name} did not start (exit {code}): {self.last_error()}")
+                raise InfraError(f"{self.name} did not start (exit {code}): {self.why_not_started(written)}")
             if time.monotonic() > deadline:
                 self.stop(check=False)
                 raise InfraError(f"{self.name} did not accept clients within {timeout} s; "
@@ -132,9 +136,42 @@ class Server:
     def last_error(self):
         return last_line(self.error_log, "[ERROR]") or last_line(self.error_log)
 
+    def why_not_started(self, written):
+        """This start's last [ERROR] line of the server's log, else its last line; else the console's last
+        line (a wrapper that gave up before the server wrote its log: valgrind), named after its file."""
+        server = new_lines(self.error_log, written[self.error_log])
+        said = [line for line in server if "[ERROR]" in line] or server
+        if said:
+            return said[-1]
+        console = [VALGRIND_PREFIX.sub("", line) for line in new_lines(self.console_log, written[self.console_log])]
+        console = [line for line in console if line]
+        return f"{console[-1]} ({self.console_log.name})" if console else f"no log line ({self.console_log.name})"
+
 
 def as_root():
     return ["--user=root"] if os.geteuid() == 0 else []
+
+
+# valgrind's lines start with ==<pid>== (its messages) or --<pid>-- (its own warnings).
+VALGRIND_PREFIX = re.compile(r"^(?:==\d+==|--\d+--)\s*")
+
+
+def size_of(path):
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def new_lines(path, offset):
+    """The non-empty lines written to path after its first `offset` bytes."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def last_line(path, containing=""):
