@@ -52,9 +52,11 @@ def the_tests_modules_stay():
     """master.cfg drops pgo/ and buildmaster/ from sys.modules so that `buildbot reconfig` imports them
     afresh; a test that loads it would leave the next test's `pytest.raises(PipelineError)` comparing
     the class it imported with a second copy. Put the modules the test started with back."""
-    before = {name: module for name, module in sys.modules.items() if name.split(".")[0] in ("pgo", "buildmaster")}
+    def ours(name):
+        return name.split(".")[0] in ("pgo", "buildmaster")
+    before = {name: module for name, module in sys.modules.items() if ours(name)}
     yield
-    for name in [n for n in sys.modules if n.split(".")[0] in ("pgo", "buildmaster") and n not in before]:
+    for name in [n for n in sys.modules if ours(n) and n not in before]:
         del sys.modules[name]
     sys.modules.update(before)
 

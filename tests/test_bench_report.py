@@ -19,6 +19,13 @@ def bench(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+def rerender(tmp_path, result):
+    """`pgo bench --from-result` of an edited result, into tmp_path/out."""
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps(result))
+    return bench("--from-result", stored, "--out", tmp_path / "out")
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
@@ -117,9 +124,7 @@ def test_a_sequential_result_reports_how_its_pairs_stopped(tmp_path):
     result["settings"].update(policy="release", inconclusive="publish-if-ahead", max_pairs=20, max_minutes=22)
     result["sequential"] = {"stopped": {"oltp_point_select": "decided", "oltp_read_only": "max pairs"},
                             "minutes": 21.5}
-    stored = tmp_path / "result.json"
-    stored.write_text(json.dumps(result))
-    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    run = rerender(tmp_path, result)
     assert run.returncode == 0, run.stderr
     md = (tmp_path / "out" / "report.md").read_text()
     assert ("single-thread pairs of the read-only workloads up to 20, none started after 22 minutes "
@@ -141,9 +146,7 @@ def test_published_results_still_rerender(tmp_path, stored):
 def test_a_stored_policy_that_does_not_exist_is_a_usage_error(tmp_path):
     result = json.loads(RESULT.read_text())
     result["settings"]["policy"] = "lenient"
-    stored = tmp_path / "result.json"
-    stored.write_text(json.dumps(result))
-    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    run = rerender(tmp_path, result)
     assert run.returncode == 2
     assert run.stderr.strip() == "bench: error: unknown gate policy 'lenient' (known: canary, release)"
 
@@ -183,9 +186,7 @@ def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
     result = json.loads(RESULT.read_text())
     result["latency"] = result["callgrind"] = None
     result["settings"].update(rate="off", callgrind=False)
-    stored = tmp_path / "result.json"
-    stored.write_text(json.dumps(result))
-    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    run = rerender(tmp_path, result)
     assert run.returncode == 0, run.stderr
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Not measured (--rate off)" in md and "Not measured (run with --callgrind)" in md
@@ -198,9 +199,7 @@ def test_callgrind_that_could_not_run_is_said_and_the_throughput_stands(tmp_path
     result = json.loads(RESULT.read_text())
     result["callgrind"] = {"error": "build B under valgrind: server B did not start (exit 1): Valgrind: I can't "
                                     "recover.  Giving up.  Sorry. (server-B.console)"}
-    stored = tmp_path / "result.json"
-    stored.write_text(json.dumps(result))
-    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    run = rerender(tmp_path, result)
     assert run.returncode == 0, run.stderr
     md = (tmp_path / "out" / "report.md").read_text()
     assert ("Not measured: build B under valgrind: server B did not start (exit 1): Valgrind: I can't recover.  "
@@ -217,9 +216,7 @@ def test_top_functions_show_their_entries_in_the_training(tmp_path):
              "training_entries": 1234567},
             {"function": "__memcpy_avx_unaligned_erms", "share": 0.03, "cold": False, "training_entries": None}])
     result["callgrind"]["training_profile"] = "10.11.18-2890a9efe874"
-    stored = tmp_path / "result.json"
-    stored.write_text(json.dumps(result))
-    run = bench("--from-result", stored, "--out", tmp_path / "out")
+    run = rerender(tmp_path, result)
     assert run.returncode == 0, run.stderr
     md = (tmp_path / "out" / "report.md").read_text()
     assert "how often the training of profile 10.11.18-2890a9efe874 entered the function" in md

@@ -133,16 +133,18 @@ class Server:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
 
-    def last_error(self):
-        return last_line(self.error_log, "[ERROR]") or last_line(self.error_log)
+    def last_error(self, since=0):
+        """The server log's last [ERROR] line, else its last line (of what it wrote after `since` bytes)."""
+        said = new_lines(self.error_log, since)
+        said = [line for line in said if "[ERROR]" in line] or said
+        return said[-1] if said else ""
 
     def why_not_started(self, written):
-        """This start's last [ERROR] line of the server's log, else its last line; else the console's last
-        line (a wrapper that gave up before the server wrote its log: valgrind), named after its file."""
-        server = new_lines(self.error_log, written[self.error_log])
-        said = [line for line in server if "[ERROR]" in line] or server
+        """This start's last_error(); else the console's last line (a wrapper that gave up before the
+        server wrote its log: valgrind), named after its file."""
+        said = self.last_error(written[self.error_log])
         if said:
-            return said[-1]
+            return said
         console = [VALGRIND_PREFIX.sub("", line) for line in new_lines(self.console_log, written[self.console_log])]
         console = [line for line in console if line]
         return f"{console[-1]} ({self.console_log.name})" if console else f"no log line ({self.console_log.name})"
@@ -169,15 +171,11 @@ def new_lines(path, offset):
         with open(path, "rb") as f:
             f.seek(offset)
             text = f.read().decode(errors="replace")
-    except FileNotFoundError:
+    except OSError:         # not written (yet), or unreadable: no lines to name
         return []
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def last_line(path, containing=""):
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
-                 if containing in line and line.strip()]
-    except OSError:
-        return ""
+def last_line(path):
+    lines = new_lines(path, 0)
     return lines[-1] if lines else ""
