@@ -203,6 +203,12 @@ def is_manpage(path):
 def strip(path):
     # dh_strip's options: symbols and .comment go, the .note.gnu.build-id stays.
     shared = ".so" in path.name
+    if shared:
+        # A library linked with -Wl,--emit-relocs (BOLT's flag: every link of a `bolt = true` build)
+        # keeps its static relocations (.rela.text), and --strip-unneeded keeps every symbol they
+        # name, so its .symtab would stay (lintian: unstripped-binary-or-object). They go first, in a
+        # pass of their own: nothing at run time reads them (.rela.dyn and .rela.plt stay).
+        run(["strip", "--remove-relocations=*", path])
     run(["strip", "--remove-section=.comment", "--remove-section=.note",
          *(["--strip-unneeded"] if shared else []), path])
     if shared:

@@ -6,19 +6,22 @@ is not the binary's, the label says PGO+BOLT only from a passed check, and the B
 computes what the fixture computes.
 """
 
+import ctypes
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
 import pytest
 from conftest import FIXTURE, build_fixture, refused, run_pgo
 
-from pgo import PipelineError, bolt, lines
+from pgo import PipelineError, bolt, debpackages, lines
 from pgo.checksums import sha256_file
 from pgo.config import build_config
 from pgo.phases import Context, pipeline_of, run_phases
 from pgo.proof import elf_section
+from pgo.recipes import RECIPES
 from pgo.runner import PhaseLog
 from pgo.toolchain import BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS, config_flags, fingerprint
 from pgo.workdir import Workdir
@@ -152,6 +155,47 @@ def test_the_packages_carry_the_bolted_binary_unstripped_and_say_so(bolted, tmp_
     else:
         assert "proof passed: version comment 'fixture 1.0.0 fixture-lto-bolt, PGO+BOLT build, profile 1.0.0-" \
             in run_pgo("prove", out).stdout
+
+
+@pytest.fixture(scope="module")
+def linked_for_bolt(tmp_path_factory):
+    """A shared library and a static archive built as a `bolt = true` build links: with BOLT's flags."""
+    folder = tmp_path_factory.mktemp("emit-relocs")
+    (folder / "triple.c").write_text("int triple(int x) { return 3 * x; }\n"
+                                     "int triple_plus_one(int x) { return triple(x) + 1; }\n")
+    compile_ = ["gcc", "-O2", "-fPIC", *BOLT_COMPILE_FLAGS]
+    subprocess.run([*compile_, "-shared", *BOLT_LINK_FLAGS, folder / "triple.c", "-o", folder / "libtriple.so"],
+                   check=True)
+    subprocess.run([*compile_, "-c", folder / "triple.c", "-o", folder / "triple.o"], check=True)
+    subprocess.run(["ar", "rcs", folder / "libtriple.a", folder / "triple.o"], check=True)
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["deb", "rpm"])
+def test_a_library_linked_for_bolt_ships_stripped_and_still_loads(linked_for_bolt, tmp_path, fmt):
+    """--emit-relocs keeps a library's static relocations, and strip keeps every symbol they name:
+    lintian refused the BOLT build's libmariadb.so.3 and plugins as unstripped. Both strippers, the
+    deb's and the rpm's %__strip, take the relocations first; the dynamic ones stay."""
+    library = tmp_path / "libtriple.so"
+    shutil.copyfile(linked_for_bolt / "libtriple.so", library)
+    assert elf_section(library, b".rela.text") is not None and elf_section(library, b".symtab") is not None
+    if fmt == "deb":
+        debpackages.strip(library)
+    else:
+        subprocess.run([RECIPES / "strip-unless-bolted.sh", "--strip-unneeded", library], check=True)
+    assert elf_section(library, b".symtab") is None and elf_section(library, b".rela.text") is None
+    assert ctypes.CDLL(str(library)).triple_plus_one(2) == 7
+
+
+def test_the_rpm_stripper_keeps_a_static_archives_relocations(linked_for_bolt, tmp_path):
+    """rpmbuild strips static archives with %__strip -g too: their relocations are what a link needs."""
+    archive = tmp_path / "libtriple.a"
+    shutil.copyfile(linked_for_bolt / "libtriple.a", archive)
+    subprocess.run([RECIPES / "strip-unless-bolted.sh", "-g", archive], check=True)
+    (tmp_path / "main.c").write_text('#include <stdio.h>\nint triple_plus_one(int);\n'
+                                     'int main(void) { printf("%d\\n", triple_plus_one(4)); return 0; }\n')
+    subprocess.run(["gcc", tmp_path / "main.c", archive, "-o", tmp_path / "main"], check=True)
+    assert fixture_runs(tmp_path / "main") == "13\n"
 
 
 @needs_bolt
