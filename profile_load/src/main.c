@@ -6,6 +6,7 @@
 
 #include <mysql.h>
 
+#include "engines.h"
 #include "matrix.h"
 #include "options.h"
 #include "server.h"
@@ -13,6 +14,7 @@
 #include "workload.h"
 
 struct tally {
+    const char *skipped; /* why a selected cell does not run; NULL: it runs */
     int ran;
     long long statements;
     uint64_t digest;
@@ -33,13 +35,38 @@ static int wants_binlog(const struct options *o)
     return 0;
 }
 
-static int cell_count(const struct options *o)
+static int selected(const struct options *o, int e, int b, int a)
+{
+    return o->engines[e] && o->binlogs[b] && o->apis[a];
+}
+
+/* Marks the selected cells that do not run, for the report: those of an engine the server
+   lacks (engines_in_* named it already), and those their engine refuses, named here. Not as
+   "pass ...": the progress counts the passes that run. */
+static void skip_cells(const struct options *o, const char *const missing[ENGINE_COUNT],
+                       struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT])
+{
+    for (int e = 0; e < ENGINE_COUNT; e++)
+        for (int b = 0; b < BINLOG_COUNT; b++)
+            for (int a = 0; a < API_COUNT; a++) {
+                const char *refused = cell_refused((enum engine)e, (enum binlog)b);
+                if (!selected(o, e, b, a) || !(missing[e] || refused))
+                    continue;
+                tallies[e][b][a].skipped = missing[e] ? missing[e] : refused;
+                if (!missing[e])
+                    printf("skipping engine=%s binlog=%s api=%s: %s\n", engine_names[e],
+                           binlog_names[b], api_names[a], refused);
+            }
+}
+
+static int cell_count(const struct options *o,
+                      struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT])
 {
     int n = 0;
     for (int e = 0; e < ENGINE_COUNT; e++)
         for (int b = 0; b < BINLOG_COUNT; b++)
             for (int a = 0; a < API_COUNT; a++)
-                n += o->engines[e] && o->binlogs[b] && o->apis[a];
+                n += selected(o, e, b, a) && !tallies[e][b][a].skipped;
     return n;
 }
 
@@ -54,13 +81,13 @@ static void add_to_tally(struct tally *t, const struct cell_result *r)
 static int run_matrix(const struct options *o, const struct target *server,
                       struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT])
 {
-    int total = o->passes * cell_count(o);
+    int total = o->passes * cell_count(o, tallies);
     int number = 0;
     for (int rep = 0; rep < o->passes; rep++)
         for (int e = 0; e < ENGINE_COUNT; e++)
             for (int b = 0; b < BINLOG_COUNT; b++)
                 for (int a = 0; a < API_COUNT; a++) {
-                    if (!o->engines[e] || !o->binlogs[b] || !o->apis[a])
+                    if (!selected(o, e, b, a) || tallies[e][b][a].skipped)
                         continue;
                     struct cell cell = {(enum engine)e, (enum binlog)b, (enum api)a,
                                         (unsigned)rep};
@@ -103,6 +130,41 @@ static long long print_table(struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][AP
     return total;
 }
 
+/* A reason can quote the server (information_schema.ENGINES): escaped as JSON wants. */
+static void json_string(FILE *f, const char *text)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+static void write_skipped(FILE *f, struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT])
+{
+    const char *separator = "\n";
+    fprintf(f, "  \"skipped\": [");
+    for (int e = 0; e < ENGINE_COUNT; e++)
+        for (int b = 0; b < BINLOG_COUNT; b++)
+            for (int a = 0; a < API_COUNT; a++) {
+                const struct tally *t = &tallies[e][b][a];
+                if (!t->skipped)
+                    continue;
+                fprintf(f, "%s    {\"engine\": \"%s\", \"binlog\": \"%s\", \"api\": \"%s\","
+                           " \"reason\": ", separator, engine_names[e], binlog_names[b],
+                        api_names[a]);
+                json_string(f, t->skipped);
+                fprintf(f, "}");
+                separator = ",\n";
+            }
+    fprintf(f, "%s],\n", separator[0] == ',' ? "\n  " : "");
+}
+
 static int write_report(const char *path, const struct options *o,
                         struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT],
                         const struct steady_result *steady, long long total, double seconds)
@@ -128,7 +190,9 @@ static int write_report(const char *path, const struct options *o,
                         (unsigned long long)t->digest);
                 separator = ",\n";
             }
-    fprintf(f, "\n  ],\n  \"steady\": {\"transactions\": %lld, \"rows\": %d, \"statements\": %lld,"
+    fprintf(f, "\n  ],\n");
+    write_skipped(f, tallies);
+    fprintf(f, "  \"steady\": {\"transactions\": %lld, \"rows\": %d, \"statements\": %lld,"
                " \"digest\": \"%016llx\", \"collations\": [\"%s\", \"%s\"]},\n",
             steady->transactions, o->steady_rows, steady->statements,
             (unsigned long long)steady->digest, steady->collation[0], steady->collation[1]);
@@ -154,8 +218,13 @@ int main(int argc, char **argv)
     }
     static struct server server;
     struct target target = {o.socket, o.user, o.password, NULL, NULL};
+    static const char *missing[ENGINE_COUNT]; /* why a selected engine is not trained */
     if (o.basedir) {
-        rc = server_init(&server, o.basedir, o.workdir, o.setup_counters);
+        rc = server_init(&server, o.basedir);
+        if (rc == EXIT_OK)
+            rc = engines_in_basedir(&server, o.engines, o.engines_given, missing);
+        if (rc == EXIT_OK)
+            rc = server_make_workdir(&server, o.workdir, o.setup_counters);
         if (rc == EXIT_OK)
             rc = server_install(&server);
         if (rc == EXIT_OK)
@@ -167,10 +236,14 @@ int main(int argc, char **argv)
             return rc;
         }
         target.socket = server.socket;
+    } else if ((rc = engines_in_server(&target, o.engines, o.engines_given, missing)) != EXIT_OK) {
+        mysql_library_end();
+        return rc;
     }
 
     static struct tally tallies[ENGINE_COUNT][BINLOG_COUNT][API_COUNT];
     static struct steady_result steady;
+    skip_cells(&o, missing, tallies);
     rc = workload_prepare(&target, wants_binlog(&o));
     if (rc == EXIT_OK)
         rc = run_matrix(&o, &target, tallies);

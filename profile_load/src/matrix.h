@@ -4,7 +4,7 @@
 #define PROFILE_LOAD_MATRIX_H
 
 /* Bump when the statements change: an archived profile records which workload made it. */
-#define PROFILE_LOAD_VERSION "5"
+#define PROFILE_LOAD_VERSION "6"
 
 enum exit_code {
     EXIT_OK = 0,
@@ -13,7 +13,8 @@ enum exit_code {
     EXIT_SERVER = 3    /* install, start, connect, crash or unclean shutdown */
 };
 
-enum engine { ENGINE_INNODB, ENGINE_MYISAM, ENGINE_ARIA, ENGINE_MEMORY, ENGINE_COUNT };
+enum engine { ENGINE_INNODB, ENGINE_MYISAM, ENGINE_ARIA, ENGINE_MEMORY, ENGINE_ROCKSDB,
+              ENGINE_COUNT };
 enum binlog { BINLOG_OFF, BINLOG_STATEMENT, BINLOG_MIXED, BINLOG_ROW, BINLOG_COUNT };
 enum api { API_TEXT, API_PREPARED, API_CURSOR, API_NONBLOCKING, API_COUNT };
 
@@ -24,5 +25,12 @@ extern const char *const api_names[API_COUNT];
 /* The SQL spelling: ENGINE=... and binlog_format=... */
 extern const char *const engine_sql[ENGINE_COUNT];
 extern const char *const binlog_sql[BINLOG_COUNT];
+
+/* The library of an engine that is a plugin rather than part of every server (ha_rocksdb for
+   RocksDB), without ".so"; NULL for the engines every server has. */
+extern const char *const engine_plugin[ENGINE_COUNT];
+
+/* Why an engine's cell of a binlog format cannot run on any server, or NULL when it can. */
+const char *cell_refused(enum engine engine, enum binlog binlog);
 
 #endif

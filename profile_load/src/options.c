@@ -22,7 +22,8 @@ static void usage(FILE *out)
         "  --socket PATH     unix socket of a running server (connect-only mode)\n"
         "  --user U          connect-only user (default root)\n"
         "  --password P      connect-only password (default empty)\n"
-        "  --engines LIST    innodb,myisam,aria,memory (default all)\n"
+        "  --engines LIST    innodb,myisam,aria,memory,rocksdb (default all; rocksdb where\n"
+        "                    the server has it)\n"
         "  --binlog LIST     off,statement,mixed,row (default all)\n"
         "  --apis LIST       text,prepared,cursor,nonblocking (default all)\n"
         "  --rows N          customers per pass (default %d)\n"
@@ -141,6 +142,7 @@ int parse_options(int argc, char **argv, struct options *o)
         case PASSWORD: o->password = optarg; break;
         case ENGINES:
             rc = parse_list("--engines", optarg, engine_names, ENGINE_COUNT, o->engines);
+            o->engines_given = 1;
             break;
         case BINLOG:
             rc = parse_list("--binlog", optarg, binlog_names, BINLOG_COUNT, o->binlogs);

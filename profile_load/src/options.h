@@ -18,6 +18,7 @@ struct options {
     const char *user;
     const char *password;
     unsigned char engines[ENGINE_COUNT];
+    int engines_given; /* --engines named them: an engine the server lacks is an error */
     unsigned char binlogs[BINLOG_COUNT];
     unsigned char apis[API_COUNT];
     int rows;

@@ -122,8 +122,7 @@ static int make_dir(const char *path)
     return 0;
 }
 
-int server_init(struct server *s, const char *basedir, const char *workdir,
-                const char *setup_counters)
+int server_init(struct server *s, const char *basedir)
 {
     static const char *const server_dirs[] = {"bin", "sbin", "libexec", NULL};
     static const char *const script_dirs[] = {"scripts", "bin", NULL};
@@ -141,7 +140,11 @@ int server_init(struct server *s, const char *basedir, const char *workdir,
         fprintf(stderr, "profile_load: no mariadb-install-db in %s/{scripts,bin}\n", s->basedir);
         return EXIT_USAGE;
     }
+    return EXIT_OK;
+}
 
+int server_make_workdir(struct server *s, const char *workdir, const char *setup_counters)
+{
     char path[PATH_MAX];
     if (workdir) {
         if (mkdir(workdir, 0700) != 0 && errno != EEXIST) {
@@ -196,6 +199,58 @@ int server_init(struct server *s, const char *basedir, const char *workdir,
         return EXIT_SERVER;
     }
     return EXIT_OK;
+}
+
+/* The plugin directory (INSTALL_PLUGINDIR) of each install layout of MariaDB's CMake: the
+   standalone one (a bintar; the `minimal` configurations' stage), DEB (the release
+   configurations' stage, and Debian's own /usr) and RPM. mariadbd looks in its layout's one,
+   relative to --basedir; server_start names the one the library was found in as --plugin-dir,
+   so that the server loads the very file found here. */
+static const char *const plugin_dirs[] = {"lib/plugin", "lib/mysql/plugin", "lib64/mysql/plugin",
+                                          NULL};
+
+static int add_server_option(struct server *s, const char *format, const char *value)
+{
+    if (s->plugin_option_count == MAX_PLUGIN_OPTIONS)
+        return 0;
+    int n = snprintf(s->plugin_options[s->plugin_option_count], PLUGIN_OPTION_MAX, format, value);
+    if (n < 0 || n >= PLUGIN_OPTION_MAX)
+        return 0;
+    s->plugin_option_count++;
+    return 1;
+}
+
+int server_add_plugin(struct server *s, const char *library, const char *plugin, char *why,
+                      size_t why_size)
+{
+    char path[PATH_MAX + 128];
+    for (const char *const *dir = plugin_dirs; *dir; dir++) {
+        snprintf(path, sizeof path, "%s/%s/%s.so", s->basedir, *dir, library);
+        if (access(path, R_OK) != 0)
+            continue;
+        /* An install tree has one layout, so a second library is in the same directory. */
+        snprintf(s->plugin_dir, sizeof s->plugin_dir, "%s/%s", s->basedir, *dir);
+        /* Loaded at the start, as Debian's mariadb-plugin-rocksdb does (its rocksdb.cnf:
+           plugin-load-add=ha_rocksdb.so): the server trained is the server users run, the
+           plugin initialised with it, and the workload sends no extra statement. INSTALL
+           SONAME would run the plugin's install path, a one-time administration statement,
+           and write mysql.plugin. FORCE: a library that does not load or initialise stops the
+           start, with its error in the log, rather than leave the engine out unnoticed. */
+        char option[PLUGIN_OPTION_MAX];
+        snprintf(option, sizeof option, "--%s=FORCE", plugin);
+        int first = s->plugin_option_count == 0;
+        if ((first && !add_server_option(s, "--plugin-dir=%s", s->plugin_dir)) ||
+            !add_server_option(s, "--plugin-load-add=%s", library) ||
+            !add_server_option(s, "%s", option)) {
+            snprintf(why, why_size, "too many plugin options for mariadbd to load %s", path);
+            return 0;
+        }
+        return 1;
+    }
+    snprintf(why, why_size, "no %s.so in %s/{", library, s->basedir);
+    for (const char *const *dir = plugin_dirs; *dir; dir++)
+        snprintf(why + strlen(why), why_size - strlen(why), "%s%s", *dir, dir[1] ? "," : "}");
+    return 0;
 }
 
 int server_install(struct server *s)
@@ -286,10 +341,16 @@ int server_start(struct server *s)
     snprintf(secure, sizeof secure, "--secure-file-priv=%s", files);
     snprintf(pid_file, sizeof pid_file, "--pid-file=%s/mariadbd.pid", s->workdir);
     /* --log-bin: without a binary log the binlog formats would change nothing. */
-    char *argv[] = {s->mariadbd, "--no-defaults", basedir, datadir, socket_opt,
-                    "--skip-networking", secure, log_error, pid_file,
-                    "--log-bin=mariadb-bin", "--server-id=1",
-                    geteuid() == 0 ? "--user=root" : NULL, NULL};
+    char *argv[16 + MAX_PLUGIN_OPTIONS] = {s->mariadbd, "--no-defaults", basedir, datadir,
+                                           socket_opt, "--skip-networking", secure, log_error,
+                                           pid_file, "--log-bin=mariadb-bin", "--server-id=1"};
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    for (int i = 0; i < s->plugin_option_count; i++)
+        argv[argc++] = s->plugin_options[i];
+    if (geteuid() == 0)
+        argv[argc++] = "--user=root";
 
     printf("starting %s\n", s->mariadbd);
     fflush(stdout);
