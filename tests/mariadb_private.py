@@ -36,7 +36,9 @@ def short_tempdir():
 
 
 class PrivateServer:
-    def __init__(self):
+    def __init__(self, options=()):
+        """options: more of mariadbd's (--plugin-load-add=ha_rocksdb)."""
+        self.options = list(options)
         self.workdir = short_tempdir()
         self.datadir = os.path.join(self.workdir, "data")
         self.socket = os.path.join(self.workdir, "mariadbd.sock")
@@ -56,7 +58,7 @@ class PrivateServer:
                 [find_mariadbd(), "--no-defaults", f"--basedir={BASEDIR}",
                  f"--datadir={self.datadir}", f"--socket={self.socket}", "--skip-networking",
                  f"--secure-file-priv={files}", f"--log-error={self.error_log}",
-                 "--log-bin=mariadb-bin", "--server-id=1", *user],
+                 "--log-bin=mariadb-bin", "--server-id=1", *self.options, *user],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

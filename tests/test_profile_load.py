@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mariadb_private import BASEDIR, PrivateServer, missing_prerequisites, short_tempdir
+from mariadb_private import BASEDIR, PrivateServer, find_mariadbd, missing_prerequisites, short_tempdir
 
 from pgo import lines
 from pgo.runner import PhaseLog
@@ -24,6 +24,10 @@ ENGINES = ["innodb", "myisam", "aria", "memory"]
 BINLOGS = ["off", "statement", "mixed", "row"]
 APIS = ["text", "prepared", "cursor", "nonblocking"]
 ROW_EVENTS = ("Write_rows", "Update_rows", "Delete_rows")
+# Debian's mariadb-plugin-rocksdb; MyRocks refuses statement-based logging, so rocksdb has three formats.
+ROCKSDB_LIBRARY = Path(BASEDIR) / "lib" / "mysql" / "plugin" / "ha_rocksdb.so"
+ROCKSDB_BINLOGS = ["off", "mixed", "row"]
+PLUGIN_DIRS = "{lib/plugin,lib/mysql/plugin,lib64/mysql/plugin}"
 
 
 def require_prerequisites():
@@ -54,10 +58,25 @@ def profile_load(binaries):
     return binaries[0]
 
 
+def require_rocksdb():
+    require_prerequisites()
+    if not ROCKSDB_LIBRARY.exists():
+        pytest.fail(f"missing prerequisite: {ROCKSDB_LIBRARY} (install mariadb-plugin-rocksdb)")
+
+
 @pytest.fixture(scope="session")
 def server():
     require_prerequisites()
     s = PrivateServer().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def rocksdb_server():
+    """A server with MyRocks, loaded as Debian's rocksdb.cnf loads it (the `server` has none)."""
+    require_rocksdb()
+    s = PrivateServer(options=["--plugin-load-add=ha_rocksdb"]).start()
     yield s
     s.stop()
 
@@ -110,6 +129,10 @@ def test_every_matrix_cell_runs_and_is_counted(profile_load, server, tmp_path):
     data = json.loads(report.read_text())
     version = run_ok(profile_load, "--version").stdout
     assert data["workload_version"] in version
+    # This server has no MyRocks: its cells are left out, and named.
+    assert "not training rocksdb: the server has no ROCKSDB engine (information_schema.ENGINES)" in done.stdout
+    assert {(c["engine"], c["binlog"], c["api"]) for c in data["skipped"]} == {
+        ("rocksdb", b, a) for b in BINLOGS for a in APIS}
     assert data["seed"] == 1
     cells = {(c["engine"], c["binlog"], c["api"]): c for c in data["cells"]}
     assert len(data["cells"]) == 64
@@ -255,7 +278,7 @@ def test_lifecycle_keeps_workdir_with_clean_logs(profile_load):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--socket", "x", "--engines", "innodb,rocksdb"], "unknown value 'rocksdb' for --engines"),
+    (["--socket", "x", "--engines", "innodb,myrocks"], "unknown value 'myrocks' for --engines"),
     (["--socket", "x", "--binlog", "rows"], "unknown value 'rows' for --binlog"),
     (["--socket", "x", "--apis", ""], "unknown value '' for --apis"),
     (["--socket", "x", "--rows", "0"], "--rows needs a whole number"),
@@ -338,6 +361,140 @@ def test_server_killed_in_lifecycle_mode_shows_its_log(profile_load):
             workload.kill()
             workload.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_rocksdb_cells_train_where_the_server_has_it(profile_load, rocksdb_server, tmp_path, capsys):
+    """The default selection trains MyRocks on a server that has it: counted, reported, shown as progress."""
+    def rocksdb_rows_inserted():
+        return int(rocksdb_server.rows("SHOW GLOBAL STATUS LIKE 'Rocksdb_rows_inserted'")[0][1])
+
+    report = tmp_path / "report.json"
+    inserted = rocksdb_rows_inserted()
+    log = PhaseLog(tmp_path / "train.log", "train")
+    log.run([profile_load, "--socket", rocksdb_server.socket, "--apis", "text,prepared", "--rows", 10,
+             "--steady-transactions", 0, "--report", report], echo=True)
+    log.close()
+    printed = capsys.readouterr().out.splitlines()
+
+    data = json.loads(report.read_text())
+    cells = {(c["engine"], c["binlog"], c["api"]): c for c in data["cells"]}
+    rocksdb = {(e, b, a) for e, b, a in cells if e == "rocksdb"}
+    assert rocksdb == {("rocksdb", b, a) for b in ROCKSDB_BINLOGS for a in ("text", "prepared")}
+    assert all(cells[cell]["statements"] > 30 for cell in rocksdb)
+    assert data["total_statements"] == sum(c["statements"] for c in cells.values())
+    for b in ROCKSDB_BINLOGS:
+        assert cells["rocksdb", b, "text"]["digest"] == cells["rocksdb", b, "prepared"]["digest"]
+    # The statement format's cells are skipped, named on the console and in the report.
+    assert [(c["engine"], c["binlog"], c["api"]) for c in data["skipped"]] == [
+        ("rocksdb", "statement", "text"), ("rocksdb", "statement", "prepared")]
+    assert all("MyRocks refuses statement-based binary logging" in c["reason"] for c in data["skipped"])
+    assert "[train] skipping engine=rocksdb binlog=statement api=text: MyRocks refuses" in "\n".join(printed)
+    # The train phase's progress counts the passes that run, rocksdb's as the others'.
+    total = 2 * (len(ENGINES) * len(BINLOGS) + len(ROCKSDB_BINLOGS))
+    assert [lines.progress(line) for line in printed if lines.progress(line)] == [
+        f"pass {n} of {total}" for n in range(1, total + 1)]
+    assert "[train] pass 38 of 38: engine=rocksdb binlog=row api=prepared" in printed
+    # The rows went into RocksDB: the customers and the orders of six passes, at least.
+    assert rocksdb_rows_inserted() - inserted >= 6 * 2 * 10
+
+
+def test_rocksdb_cells_raise_the_sessions_row_lock_limit(profile_load, rocksdb_server):
+    """MyRocks locks every row an updating statement reads: the pass's DELETE of cheap orders reads
+    them all (about 200 here), past a limit of 100, unless the cell raises the session's limit."""
+    rocksdb_server.query("SET GLOBAL rocksdb_max_row_locks = 100")
+    try:
+        run_ok(profile_load, "--socket", rocksdb_server.socket, "--engines", "rocksdb", "--binlog", "row",
+               "--apis", "nonblocking", "--rows", 100)
+    finally:
+        rocksdb_server.query("SET GLOBAL rocksdb_max_row_locks = DEFAULT")
+
+
+def test_rocksdb_named_on_a_server_without_it_is_refused_in_one_line(profile_load, server):
+    done = run(profile_load, "--socket", server.socket, "--engines", "innodb,rocksdb", "--rows", 5)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "profile_load: cannot train rocksdb (--engines): the server has no ROCKSDB engine"
+        " (information_schema.ENGINES)"]
+    assert done.stdout == ""
+
+
+def test_lifecycle_loads_rocksdb_from_the_basedirs_plugin_directory(profile_load):
+    """As the pipeline trains a build with MyRocks: the private server loads the basedir's ha_rocksdb.so,
+    and its tables' changes go into the binary log as rows in the mixed format."""
+    require_rocksdb()
+    workdir = Path(short_tempdir())
+    try:
+        done = run_ok(profile_load, "--basedir", BASEDIR, "--workdir", workdir, "--engines", "rocksdb",
+                      "--binlog", "mixed", "--apis", "cursor", "--rows", 10)
+        assert f"training rocksdb: loading ha_rocksdb.so from {ROCKSDB_LIBRARY.parent}" in done.stdout
+        assert re.findall(r"^pass .*$", done.stdout, re.M) == ["pass 1 of 1: engine=rocksdb binlog=mixed api=cursor"]
+        assert (workdir / "data" / "#rocksdb").is_dir()
+        binlog = sorted((workdir / "data").glob("mariadb-bin.0*"))
+        decoded = subprocess.run(["mariadb-binlog", "--no-defaults", *map(str, binlog)],
+                                 capture_output=True, text=True, check=True).stdout
+        assert "Write_rows" in decoded and "CREATE TABLE customer" in decoded
+        assert not re.search(r"^(INSERT INTO|UPDATE|DELETE FROM) (customer|orders)\b", decoded, re.M)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def basedir_without_plugins(root):
+    """Debian's server as a staged tree of a build without plugins: its programs and share/, no plugin directory."""
+    # mariadb-install-db runs my_print_defaults and resolveip from the basedir.
+    for program in (Path(find_mariadbd()), *(Path(BASEDIR) / "bin" / name for name in
+                                             ("mariadb-install-db", "my_print_defaults", "resolveip"))):
+        folder = root / program.parent.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / program.name).symlink_to(program)
+    (root / "share").symlink_to(Path(BASEDIR) / "share")
+    return root
+
+
+# What workload version 5 sent in these cells (`--binlog row --apis text --rows 10`): version 6 changed
+# none of them, so a build without MyRocks trains as before.
+VERSION_5_CELLS = {"innodb": (57, "308e820a8d5df61b"), "myisam": (56, "5c990226a8275d53"),
+                   "aria": (56, "e76de5794cb41ce9"), "memory": (57, "4d9a4a813865a824")}
+
+
+def test_lifecycle_without_the_rocksdb_library_runs_no_rocksdb_pass(profile_load, tmp_path):
+    """A build without MyRocks (`minimal`): its training runs what it ran before; asked for rocksdb, it refuses."""
+    require_prerequisites()
+    basedir = basedir_without_plugins(tmp_path / "base").resolve()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    report = tmp_path / "report.json"
+    done = run_ok(profile_load, "--basedir", basedir, "--binlog", "row", "--apis", "text", "--rows", 10,
+                  "--report", report, env=env)
+    assert re.findall(r"^pass \d+ of (\d+): engine=(\w+)", done.stdout, re.M) == [("4", e) for e in ENGINES]
+    assert f"not training rocksdb: no ha_rocksdb.so in {basedir}/{PLUGIN_DIRS}" in done.stdout
+    data = json.loads(report.read_text())
+    assert {c["engine"]: (c["statements"], c["digest"]) for c in data["cells"]} == VERSION_5_CELLS
+    assert data["skipped"] == [{"engine": "rocksdb", "binlog": "row", "api": "text",
+                                "reason": "no ha_rocksdb.so in the server's plugin directory"}]
+
+    named = run(profile_load, "--basedir", basedir, "--engines", "memory,rocksdb", env=env)
+    assert named.returncode == 2
+    assert named.stderr.splitlines() == [
+        f"profile_load: cannot train rocksdb (--engines): no ha_rocksdb.so in {basedir}/{PLUGIN_DIRS}"]
+    assert named.stdout == ""
+    assert list(tmp.iterdir()) == []  # refused before anything was installed
+
+
+def test_lifecycle_stops_when_the_rocksdb_library_does_not_load(profile_load, tmp_path):
+    """--rocksdb=FORCE: a library that is there but does not load is a failed start, not an untrained engine."""
+    require_prerequisites()
+    basedir = basedir_without_plugins(tmp_path / "base")
+    (basedir / "lib" / "plugin").mkdir(parents=True)
+    (basedir / "lib" / "plugin" / "ha_rocksdb.so").write_bytes(b"")
+    workdir = Path(short_tempdir())
+    try:
+        done = run(profile_load, "--basedir", basedir, "--workdir", workdir, "--rows", 1, timeout=60)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert done.returncode == 3, done.stderr
+    assert "mariadbd did not start" in done.stderr
+    assert "Can't open shared library" in done.stderr and "ha_rocksdb.so" in done.stderr
 
 
 def fake_basedir(root, install_db, mariadbd):

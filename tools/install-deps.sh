@@ -21,7 +21,9 @@ build_packages="gcc g++ cmake ninja-build bison pkg-config git
   bolt-19 libbolt-19-dev"
 # A real server for the tests, the benchmark's callgrind, and the package proofs
 # (rpmlint, lintian, a Debian chroot for the .deb, Debian's piuparts for `pgo prove --piuparts`).
-test_packages="$build_packages mariadb-server valgrind rpmlint lintian mmdebstrap piuparts"
+# mariadb-plugin-rocksdb: ha_rocksdb.so, which profile_load's rocksdb cells load into that server.
+test_packages="$build_packages mariadb-server mariadb-plugin-rocksdb valgrind rpmlint lintian mmdebstrap
+  piuparts"
 
 case "$what" in
   build) packages=$build_packages ;;
