@@ -328,6 +328,7 @@ def make_rpm(build, folder, scratch):
     (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n"
                                      f"%__strip {RECIPES / 'strip-unless-bolted.sh'}\n")
     cpack(build, "RPM", scratch / "cpack", settings, env={"HOME": str(home)}, tree=tree)
+    require_nothing_compiled(tree, "CPack")
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
     if not rpms:
         raise PipelineError("cpack made no rpm files")
@@ -357,7 +358,9 @@ def rpm_tree(build, spec, root):
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     tree = root / "tree"
-    extra = [f"-DRPM={spec['target']}"]
+    # CPack builds a Makefiles tree's preinstall target before it installs, and that depends on `all`:
+    # the RPM tree would compile everything again, with the checked build's flags, and package that.
+    extra = [f"-DRPM={spec['target']}", "-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON"]
     layout = spec.get("layout_cnf")
     if layout:
         # An install rule for the layout file, declared by CMake's hook after project() (the top-level
@@ -417,10 +420,15 @@ def build_rpm_only_targets(spec, tree):
         return
     say(f"  building in the RPM tree what only it makes: {', '.join(wanted)}")
     run(["cmake", "--build", tree, "--target", *wanted])
+    require_nothing_compiled(tree, f"building {', '.join(wanted)}")
+
+
+def require_nothing_compiled(tree, what):
+    """No object in the RPM tree: the checked build's are never linked into it (NOT_INSTALLED)."""
     compiled = [str(o.relative_to(tree)) for o in tree.rglob("*.o")]
     if compiled:
-        raise PipelineError(f"building {', '.join(wanted)} in the RPM tree compiled {compiled[0]} "
-                            f"(and {len(compiled) - 1} more): the packages must hold the checked build's objects only")
+        raise PipelineError(f"{what} in the RPM tree compiled {compiled[0]} (and {len(compiled) - 1} more): "
+                            "the packages must hold the checked build's objects only")
 
 
 def require_same_targets(built, tree):

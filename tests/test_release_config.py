@@ -1,6 +1,6 @@
 """The release configuration's mechanics on the fixture (configs.toml fixture-make): CMake's Makefiles
 generator beside Ninja, the distribution's flags before the pipeline's, instrumented and plain builds
-that leave a part out, and the configure-only check of CMake's feature summary."""
+that leave a part out, the configure-only check of CMake's feature summary, and its rpms."""
 
 import json
 import shlex
@@ -24,6 +24,13 @@ def build(workdir, *extra, config="fixture-make", check=True):
 def make_build(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("make") / "w"
     return workdir, build(workdir).stdout
+
+
+@pytest.fixture(scope="module")
+def make_rpms(make_build, tmp_path_factory):
+    workdir, _ = make_build
+    out = tmp_path_factory.mktemp("make-rpms") / "rpm"
+    return out, run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", out).stdout
 
 
 def cmake_line(workdir, phase):
@@ -83,6 +90,15 @@ def test_files_a_layout_installs_to_absolute_paths_stay_in_the_staged_tree(make_
         assert (tree / "etc" / "pgo-fixture" / "fixture.conf").is_file()
         assert (tree / "bin" / "fixture").is_file()
     assert not Path("/etc/pgo-fixture").exists()
+
+
+def test_the_rpms_of_a_makefiles_build_hold_its_checked_binary_and_nothing_compiles_again(make_build, make_rpms):
+    """CPack builds a Makefiles tree's preinstall target, which depends on `all`, before it installs: the RPM
+    tree would compile everything again (with the checked build's flags) and package that."""
+    workdir, _ = make_build
+    _, out = make_rpms
+    assert "fixture in fixture-server-1.0.0+pgo-1.x86_64.rpm: build-id " in out and "= the checked optimized" in out
+    assert not list((workdir / "rpm-tree" / "tree").rglob("*.o"))
 
 
 def test_the_plain_build_is_reduced_too(make_build, tmp_path):
