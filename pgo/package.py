@@ -355,12 +355,14 @@ def rpm_tree(build, spec, root):
     the files that build made: what configuring wrote (scripts, .cnf, units with the RPM
     layout's paths) is the RPM tree's, every other file the checked build's, byte for byte."""
     from pgo.phases import Context, configure_command
+    options = rpm_tree_options(spec)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     tree = root / "tree"
+    rpm_option = f"-DRPM={spec['target']}"
     # CPack builds a Makefiles tree's preinstall target before it installs, and that depends on `all`:
     # the RPM tree would compile everything again, with the checked build's flags, and package that.
-    extra = [f"-DRPM={spec['target']}", "-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON"]
+    extra = [rpm_option, "-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON"]
     layout = spec.get("layout_cnf")
     if layout:
         # An install rule for the layout file, declared by CMake's hook after project() (the top-level
@@ -374,11 +376,13 @@ def rpm_tree(build, spec, root):
                         f'          COMPONENT {layout["component"]})\n'
                         'endif()\n')
         extra.append(f"-DCMAKE_PROJECT_INCLUDE={hook}")
+    # Last: CMake takes -D and -U in the order given, so these override the checked build's own.
+    extra += options
     ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
     recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
     comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
-    say(f"  configuring {tree} with -DRPM={spec['target']} (configure only: the packaged files are the checked "
-        "build's)")
+    say(f"  configuring {tree} with {' '.join([rpm_option, *options])} (configure only: the packaged files are "
+        "the checked build's)")
     # CMake's file API: the targets the configured tree would build and install, whatever its generator.
     (tree / ".cmake/api/v1/query/codemodel-v2").parent.mkdir(parents=True)
     (tree / ".cmake/api/v1/query/codemodel-v2").touch()
@@ -390,6 +394,17 @@ def rpm_tree(build, spec, root):
     if layout:
         write_layout_cnf(layout, tree, root / layout["name"])
     return tree
+
+
+def rpm_tree_options(spec):
+    """The recipe's `cmake`: the RPM tree's own -D and -U options, given after the checked build's."""
+    options = spec.get("cmake", [])
+    if not isinstance(options, list):
+        raise PipelineError(f"the rpm recipe's cmake = {options!r} is not a list of -D or -U options")
+    for option in options:
+        if not isinstance(option, str) or not option.startswith(("-D", "-U")):
+            raise PipelineError(f"the rpm recipe's cmake names {option!r}, which is not a -D or -U option")
+    return options
 
 
 def codemodel_targets(tree):

@@ -13,7 +13,7 @@ import tarfile
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import source
+from pgo import PipelineError, source
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
@@ -103,8 +103,11 @@ def test_rpm_metadata_and_contents(published):
     assert query("server", "--qf", "%{PACKAGER}") == "PGO pipeline <pgo-release@example.org>"
     assert "fixture-common" in query("server", "--requires").split()
     assert "profile 1.0.0-" in query("server", "--changelog")
-    # The project's own -DRPM layout: the distribution's directories, one package each part.
-    assert query("server", "--list").split() == ["/usr/bin/fixture"]
+    # The project's own -DRPM layout: the distribution's directories, one package each part; the
+    # policy module the RPM tree built (rpm_tree_targets) with the server.
+    assert query("server", "--list").split() == ["/usr/bin/fixture", "/usr/share/fixture", "/usr/share/fixture/policy",
+                                                  "/usr/share/fixture/policy/selinux",
+                                                  "/usr/share/fixture/policy/selinux/fixture.mod"]
     assert query("common", "--list").split() == ["/etc/fixture", "/etc/fixture/40-pgo-layout.cnf",
                                                   "/usr/share/fixture", "/usr/share/fixture/VERSION"]
     assert query("common", "--configfiles").split() == ["/etc/fixture/40-pgo-layout.cnf"]
@@ -302,3 +305,18 @@ def test_an_rpm_is_refused_where_configuring_finds_other_targets(builds):
     assert result.returncode == 1, result.stdout
     assert "builds 1 installed target(s) the checked build did not make (libfixture_plugin.so)" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
+    """The recipe's `cmake`, the RPM tree's own options after the checked build's: a wrong value is one line."""
+    from pgo.package import rpm_tree_options
+    from pgo.recipes import RECIPES, load_toml
+    for recipe in sorted((RECIPES / "rpm").glob("*.toml")):
+        rpm_tree_options(load_toml(recipe))
+    assert rpm_tree_options({}) == []
+    for value, phrase in (("-UCHECKMODULE", "cmake = '-UCHECKMODULE' is not a list of -D or -U options"),
+                          (["-UCHECKMODULE", 1], "cmake names 1, which is not a -D or -U option"),
+                          (["CHECKMODULE=ON"], "cmake names 'CHECKMODULE=ON', which is not a -D or -U option")):
+        with pytest.raises(PipelineError, match=re.escape(f"the rpm recipe's {phrase}")) as refusal:
+            rpm_tree_options({"cmake": value})
+        assert "\n" not in str(refusal.value)

@@ -2,8 +2,10 @@
 generator beside Ninja, the distribution's flags before the pipeline's, instrumented and plain builds
 that leave a part out, the configure-only check of CMake's feature summary, and its rpms."""
 
+import argparse
 import json
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from conftest import FIXTURE, build_fixture, refused, run_pgo
 from pgo import PipelineError, lines, profile
 from pgo.config import build_config, load
 from pgo.configure_check import feature_summary, judge
+from pgo.recipes import RECIPES, load_toml
 from pgo.toolchain import fingerprint
 
 
@@ -99,6 +102,49 @@ def test_the_rpms_of_a_makefiles_build_hold_its_checked_binary_and_nothing_compi
     _, out = make_rpms
     assert "fixture in fixture-server-1.0.0+pgo-1.x86_64.rpm: build-id " in out and "= the checked optimized" in out
     assert not list((workdir / "rpm-tree" / "tree").rglob("*.o"))
+
+
+POLICY_MODULE = "/usr/share/fixture/policy/selinux/fixture.mod"
+
+
+def server_rpm_files(folder):
+    rpm = next(folder.glob("fixture-server-*.rpm"))
+    return subprocess.run(["rpm", "-qlp", rpm], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_the_rpm_tree_finds_checkmodule_again_for_the_policy_module_the_server_rpm_carries(make_build, make_rpms):
+    """release says -DCHECKMODULE=OFF for Debian's packaging, and the RPM tree configures with the checked
+    build's command: the rpm recipe's -UCHECKMODULE after it has CMake look for checkmodule again."""
+    assert shutil.which("checkmodule"), "checkmodule is missing: tools/install-deps.sh installs checkpolicy"
+    workdir, _ = make_build
+    folder, out = make_rpms
+    assert "-DCHECKMODULE=OFF" in json.loads((workdir / "build-info.json").read_text())["cmake_args"]
+    assert "with -DRPM=generic -UCHECKMODULE" in out and "what only it makes: fixture-pp" in out
+    assert POLICY_MODULE in server_rpm_files(folder)
+
+
+def test_without_the_recipes_option_the_rpm_tree_keeps_the_builds_checkmodule_off(make_build, tmp_path,
+                                                                                 monkeypatch):
+    """The same build packaged with the recipe's cmake left out: the RPM tree keeps release's
+    -DCHECKMODULE=OFF, makes no policy module, and the server rpm goes without it."""
+    from pgo import package
+    workdir = tmp_path / "w"
+    shutil.copytree(make_build[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("rpm-tree"))
+    edited = {key: value for key, value in package.recipe("rpm", package.load_build(workdir)).items()
+              if key != "cmake"}
+    monkeypatch.setattr(package, "recipe", lambda fmt, build: edited)
+    package.cmd_package(argparse.Namespace(workdir=workdir, format="rpm", out=tmp_path / "rpm", release=1,
+                                           as_plain=False))
+    assert "CHECKMODULE:FILEPATH=OFF\n" in (workdir / "rpm-tree" / "tree" / "CMakeCache.txt").read_text()
+    assert POLICY_MODULE not in server_rpm_files(tmp_path / "rpm")
+    assert "/usr/bin/fixture" in server_rpm_files(tmp_path / "rpm")
+
+
+def test_the_release_rpms_find_checkmodule_again():
+    """What Debian's packaging needs (release's -DCHECKMODULE=OFF) the rpm recipe undoes for MariaDB's
+    SELinux modules, which MariaDB-server carries."""
+    assert "-DCHECKMODULE=OFF" in build_config("release").cmake_args
+    assert "-UCHECKMODULE" in load_toml(RECIPES / "rpm" / "mariadb.toml")["cmake"]
 
 
 def test_the_plain_build_is_reduced_too(make_build, tmp_path):

@@ -6,7 +6,8 @@
 set -eu
 what=${1:-build}
 
-# checkpolicy and semodule-utils: MariaDB's -DRPM build compiles its SELinux policy module.
+# checkpolicy and semodule-utils: MariaDB's -DRPM build compiles its SELinux policy module (and
+# the fixture's, with checkmodule, for the tests of the rpm tree).
 # bolt-19 and libbolt-19-dev (its instrumentation runtime): the bolt phase of a configuration with
 # `bolt = true` (pgo/bolt.py); LLVM 19's BOLT, the newest in bookworm's main archive.
 # debhelper, dh-exec, po-debconf and fakeroot: the debs of a configuration with `debian_rules = true`
