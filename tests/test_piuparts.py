@@ -1,8 +1,10 @@
 """`pgo prove --piuparts` (pgo/piuparts.py): Debian's piuparts on the fixture's debs made through its
 own debian/rules (configs.toml fixture-deb): install, the upgrade from an earlier release's set (the
 plain build's 1.0.0-1), remove, purge, and apt's refusal to put that set back over ours; a package
-whose purge leaves a file is refused in one line. Real piuparts, mmdebstrap and apt, as root; the
-base chroot is made by the first proof into the session's cache and reused by the next."""
+whose purge leaves a file is refused in one line. The fixture's purge removes its data only when its
+debconf question says so, as mariadb-server's: the proof answers it, as Debian's piuparts does.
+Real piuparts, mmdebstrap and apt, as root; the base chroot is made by the first proof into the
+session's cache and reused by the next."""
 
 import hashlib
 import os
@@ -103,3 +105,26 @@ def test_a_failing_maintainer_script_is_named_with_dpkgs_words():
         "piuparts' install and purge test failed: dpkg --purge fixture fixture-test failed: dpkg: error processing "
         "package fixture (--purge): installed fixture package post-removal script subprocess returned error exit "
         "status 1")
+
+
+# piuparts' own log of Debian's mariadb-server set purged without its databases question answered: the
+# server the maintainer scripts started (--allow-database) is only a warning, logged as an error first
+LEFT_DATABASES = """\
+0m35.1s DEBUG: Command failed (status=1), but ignoring error: ['lsof', '-w', '+D', '/tmp/tmpcstedlyv']
+0m35.1s ERROR: WARN: Processes are running inside chroot:
+  COMMAND    PID       USER   FD   TYPE DEVICE  SIZE/OFF     NODE NAME
+  mariadbd  4232 messagebus  cwd    DIR  254,0      4096 10529932 /tmp/tmpcstedlyv/var/lib/mysql
+0m46.3s ERROR: FAIL: Package purging left files on system:
+  /var/lib/mysql/\t not owned
+  /var/lib/mysql/ibdata1\t not owned
+  /var/lib/mysql/mysql/\t not owned
+
+0m46.3s ERROR: FAIL: Installation and purging test.
+0m47.5s ERROR: piuparts run ends.
+"""
+
+
+def test_a_warning_piuparts_logs_as_an_error_is_not_the_failure_named():
+    assert piuparts.failure(LEFT_DATABASES) == (
+        "piuparts' install and purge test failed: package purging left files on system: /var/lib/mysql/ibdata1 "
+        "(not owned) and 2 more")
