@@ -26,6 +26,13 @@ def rerender(tmp_path, result):
     return bench("--from-result", stored, "--out", tmp_path / "out")
 
 
+def rerendered_report(tmp_path, result):
+    """The report.md of an edited result that renders without an error."""
+    run = rerender(tmp_path, result)
+    assert run.returncode == 0, run.stderr
+    return (tmp_path / "out" / "report.md").read_text()
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
@@ -124,9 +131,7 @@ def test_a_sequential_result_reports_how_its_pairs_stopped(tmp_path):
     result["settings"].update(policy="release", inconclusive="publish-if-ahead", max_pairs=20, max_minutes=22)
     result["sequential"] = {"stopped": {"oltp_point_select": "decided", "oltp_read_only": "max pairs"},
                             "minutes": 21.5}
-    run = rerender(tmp_path, result)
-    assert run.returncode == 0, run.stderr
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = rerendered_report(tmp_path, result)
     assert ("single-thread pairs of the read-only workloads up to 20, none started after 22 minutes "
             "(stopped: oltp_point_select decided, oltp_read_only max pairs; 21.5 minutes in all)") in md
     assert "--pairs 4 --max-pairs 20 --max-minutes 22 --warmup" in md
@@ -186,9 +191,7 @@ def test_result_without_response_time_or_callgrind_still_renders(tmp_path):
     result = json.loads(RESULT.read_text())
     result["latency"] = result["callgrind"] = None
     result["settings"].update(rate="off", callgrind=False)
-    run = rerender(tmp_path, result)
-    assert run.returncode == 0, run.stderr
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = rerendered_report(tmp_path, result)
     assert "Not measured (--rate off)" in md and "Not measured (run with --callgrind)" in md
     assert not (tmp_path / "out" / "latency.png").exists()
     assert "--rate off" in md and "--callgrind" not in md.split("## Reproduce")[1]
@@ -199,9 +202,7 @@ def test_callgrind_that_could_not_run_is_said_and_the_throughput_stands(tmp_path
     result = json.loads(RESULT.read_text())
     result["callgrind"] = {"error": "build B under valgrind: server B did not start (exit 1): Valgrind: I can't "
                                     "recover.  Giving up.  Sorry. (server-B.console)"}
-    run = rerender(tmp_path, result)
-    assert run.returncode == 0, run.stderr
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = rerendered_report(tmp_path, result)
     assert ("Not measured: build B under valgrind: server B did not start (exit 1): Valgrind: I can't recover.  "
             "Giving up.  Sorry. (server-B.console).") in md
     assert "**Verdict: PASS**" in md
@@ -216,9 +217,7 @@ def test_top_functions_show_their_entries_in_the_training(tmp_path):
              "training_entries": 1234567},
             {"function": "__memcpy_avx_unaligned_erms", "share": 0.03, "cold": False, "training_entries": None}])
     result["callgrind"]["training_profile"] = "10.11.18-2890a9efe874"
-    run = rerender(tmp_path, result)
-    assert run.returncode == 0, run.stderr
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = rerendered_report(tmp_path, result)
     assert "how often the training of profile 10.11.18-2890a9efe874 entered the function" in md
     assert '"-": never entered by the training, or not the profile\'s' in md
     assert "| function | share | cold part | entries in training |" in md
