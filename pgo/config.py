@@ -117,6 +117,10 @@ class BuildConfig:
     # Build Debian's source as Debian does, its quilt patches applied (`dpkg-source -x` of the .dsc),
     # in a tree of its own (pgo/source.py): the source's identity is the .dsc's checksum.
     debian_patches: bool = False
+    # Directories the training must reach besides the product's hot_dirs (the engines and the
+    # instrumentation the configuration ships): the check refuses a profile without data there.
+    # Not judged for hot coverage in the optimised build.
+    trained_dirs: tuple[str, ...] = ()
 
     def variant_cmake_args(self, variant):
         """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
@@ -219,6 +223,9 @@ def build_config(name, data=None):
         if any(owned in flag for owned in ("-fprofile", "-flto", "emit-relocs", "reorder-blocks-and-partition")):
             raise PipelineError(f"configuration '{name}': '{flag}' is a flag the pipeline owns (the profile, "
                                 "LTO and BOLT flags: `lto`, `bolt`), so that all variants stay identical")
+    trained_dirs = nearest("trained_dirs") or []
+    if not isinstance(trained_dirs, list) or not all(isinstance(d, str) and d for d in trained_dirs):
+        raise PipelineError(f"configuration '{name}': trained_dirs = {trained_dirs!r} is not a list of folders")
     variants = tuple(reduced.get("variants", ()))
     if "optimized" in variants or not set(variants) <= {"instrumented", "plain"}:
         raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
@@ -228,7 +235,8 @@ def build_config(name, data=None):
                        generator, compile_flags, link_flags,
                        variants if reduced_cmake else (), reduced_cmake,
                        tuple(nearest("features_off") or ()), tuple(nearest("features_required") or ()),
-                       debian_patches=bool(switches["debian_patches"]))
+                       debian_patches=bool(switches["debian_patches"]),
+                       trained_dirs=tuple(trained_dirs))
 
 
 def server_binary(product_name):

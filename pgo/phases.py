@@ -241,7 +241,8 @@ def check_profile(ctx, log):
     gcov_dump = gcov_binary("gcov-dump", ctx.compiler.version)
     figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
                             ctx.settings.version, gcov_dump,
-                            setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto)
+                            setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto,
+                            trained_dirs=ctx.config.trained_dirs)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
@@ -266,7 +267,7 @@ def check_profile(ctx, log):
 
 def describe_check(figures):
     yield lines.profile_check(figures)
-    for directory, hot in figures["hot_dirs"].items():
+    for directory, hot in [*figures["hot_dirs"].items(), *figures.get("trained_dirs", {}).items()]:
         yield (f"  {directory}: {hot['with_profile']} of {hot['objects']} objects ({hot['share']:.0%}), "
                f"{hot['functions_run']} of their {hot['functions']} functions ran")
     if "quality" in figures:

@@ -118,12 +118,18 @@ def age(seconds):
 def repository(debs, folder):
     """piuparts' options that serve `debs` as one more archive: a flat repository, bind-mounted at
     its own path into the chroot."""
+    flat_repository(debs, folder)
+    return ["--bindmount", folder, "--extra-repo", f"deb [trusted=yes] file://{folder} ./"]
+
+
+def flat_repository(debs, folder):
+    """`debs` copied into a new `folder` with the Packages index apt reads there (`deb [trusted=yes]
+    file:FOLDER ./`)."""
     folder.mkdir()
     for deb in debs:
         shutil.copy(deb, folder)
     atomic.write(folder / "Packages", process.output_of(["dpkg-scanpackages", "--multiversion", "."],
                                                         cwd=folder).encode())
-    return ["--bindmount", folder, "--extra-repo", f"deb [trusted=yes] file://{folder} ./"]
 
 
 def deb_version(deb):

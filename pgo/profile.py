@@ -128,8 +128,10 @@ def _parse_dump(text, paths):
     return by_path.items()
 
 
-def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setup_dir=None, lto=False):
-    """Count the profile's data and require data in every hot directory.
+def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setup_dir=None, lto=False,
+          trained_dirs=()):
+    """Count the profile's data and require data in every hot directory, and in every directory the
+    configuration's training must reach (trained_dirs: its engines, not judged for hot coverage).
 
     Returns the figures as a dict, with the profile's quality (see quality(); lto: the builds
     link with LTO); setup_dir holds the counters of setup runs kept out of the profile, if any.
@@ -141,14 +143,16 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
     objects = compiled_objects(build_dir)
     counters = read_counters([p for p in files if object_of(p.name) in own], gcov_dump)
     by_object = {object_of(Path(path).name): figures for path, figures in counters.items()}
-    hot = {}
-    for directory in hot_dirs:
+
+    def reached(directory):
         compiled = [o for o in objects if in_dir(o, directory)]
         profiled = [o for o in compiled if o in own]
         functions = [f for o in profiled for f in by_object[o]["functions"]]
-        hot[directory] = {"objects": len(compiled), "with_profile": len(profiled),
-                          "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0,
-                          "functions": len(functions), "functions_run": sum(1 for _, ran in functions if ran)}
+        return {"objects": len(compiled), "with_profile": len(profiled),
+                "share": round(len(profiled) / len(compiled), 3) if compiled else 0.0,
+                "functions": len(functions), "functions_run": sum(1 for _, ran in functions if ran)}
+    hot = {directory: reached(directory) for directory in hot_dirs}
+    trained = {directory: reached(directory) for directory in trained_dirs}
     setup_counts = (sum(f["total"] for f in read_counters(sorted(Path(setup_dir).rglob("*.gcda")), gcov_dump).values())
                     if setup_dir else None)
     figures = {
@@ -157,16 +161,18 @@ def check(profile_dir, build_dir, hot_dirs, version, gcov_dump="gcov-dump", setu
         "build_objects_with_profile": len(own),
         "build_objects": len(objects),
         "hot_dirs": hot,
+        "trained_dirs": trained,
         "quality": quality(by_object, hot_dirs, setup_counts, lto),
         "profile_id": profile_id(profile_dir, version) if files else None,
     }
-    empty = [d for d, h in hot.items() if h["with_profile"] == 0]
     if not files:
         raise PipelineError(f"the training wrote no profile data into {profile_dir}: "
                             "did the server shut down cleanly?")
-    if empty:
-        detail = ", ".join(f"{d} ({hot[d]['objects']} objects)" for d in empty)
-        raise PipelineError(f"no profile data for hot objects in {detail}: the training did not reach them")
+    for what, dirs in (("hot objects", hot), ("the objects the configuration trains", trained)):
+        empty = [d for d, h in dirs.items() if h["with_profile"] == 0]
+        if empty:
+            detail = ", ".join(f"{d} ({dirs[d]['objects']} objects)" for d in empty)
+            raise PipelineError(f"no profile data for {what} in {detail}: the training did not reach them")
     return figures
 
 

@@ -17,13 +17,16 @@ format (buildinfo.json says which):
           and apt's refusal to put the distribution's older version back over
           ours without --allow-downgrades (--piuparts-only: that alone, then
           stop); then installed with apt into a clean chroot made by mmdebstrap
-          (never into this host), the server started there, queried, stopped;
+          (never into this host; --replace-distribution: over the distribution's
+          packages installed first, refused if apt would remove any of them),
+          the server started there, queried, stopped;
           then the smoke test set from the installed test package, in the
           chroot, as nobody
 The run itself is packaging/smoke/<product>.sh; its `version_comment:` line must
 carry the build's mark: the profile id for PGO packages, "plain build" otherwise.
 """
 
+import re
 import shlex
 import stat
 import sys
@@ -50,7 +53,9 @@ def register(subparsers):
     prove.add_argument("--distribution", default="bookworm", help="Debian release of the deb chroot and of piuparts")
     prove.add_argument("--mirror", help="Debian mirror for the chroot and piuparts (default: deb.debian.org)")
     prove.add_argument("--replace-distribution", action="store_true",
-                       help="deb: install the distribution's packages first, then replace them with these")
+                       help="deb: in the chroot, first install the distribution's packages of the set's names, "
+                            "the recipe's distribution_packages and --upgrade-from's set, then ours over them "
+                            "with apt; refused if apt would remove any of them")
     prove.add_argument("--piuparts", action="store_true",
                        help="deb: also run Debian's piuparts (install, upgrade from the distribution's packages "
                             "of the same names, remove, purge) and prove that apt refuses the distribution's older "
@@ -60,8 +65,9 @@ def register(subparsers):
                        help="deb: the folder's checks, lintian and --piuparts, without the chroot's run of the "
                             "packages (a folder whose chroot proof passed; piuparts again after a packaging fix)")
     prove.add_argument("--upgrade-from", metavar="OLDER",
-                       help="with --piuparts: a deb folder `pgo package` published of an earlier release, served "
-                            "beside the archive: piuparts upgrades from it where it is newer than the archive's")
+                       help="with --piuparts or --replace-distribution: a deb folder `pgo package` published of an "
+                            "earlier release, served beside the archive: piuparts upgrades from it where it is newer "
+                            "than the archive's, and --replace-distribution installs it first")
     prove.add_argument("--cache", help="download cache, for piuparts' base chroot (default: ~/.cache/pgo)")
     prove.set_defaults(func=cmd_prove)
 
@@ -73,8 +79,14 @@ def cmd_prove(args):
     args.piuparts = args.piuparts or args.piuparts_only
     if args.piuparts and info["format"] != "deb":
         raise PipelineError(f"--piuparts proves debs; {folder.name} holds {info['format']} packages")
-    if args.upgrade_from and not args.piuparts:
-        raise PipelineError("--upgrade-from is the older set of --piuparts' upgrade test: add --piuparts")
+    if args.replace_distribution and info["format"] != "deb":
+        raise PipelineError(f"--replace-distribution replaces the distribution's debs; {folder.name} holds "
+                            f"{info['format']} packages")
+    if args.replace_distribution and args.piuparts_only:
+        raise PipelineError("--piuparts-only skips the chroot --replace-distribution installs into: drop one of them")
+    if args.upgrade_from and not (args.piuparts or args.replace_distribution):
+        raise PipelineError("--upgrade-from is the older set of --piuparts' upgrade test or of "
+                            "--replace-distribution: add one of them")
     say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
     if args.upgrade_from:
@@ -181,7 +193,9 @@ def some(folder, pattern):
     return found
 
 
-def run(cmd, cwd=None, show=False, merged=False):
+def run(cmd, cwd=None, show=False, merged=False, reason=None):
+    """Run cmd; its output, shown indented if `show`. A failure is one PipelineError: the first group of
+    `reason` (a pattern) where the output has a match, else the command and its status."""
     cmd = [str(c) for c in cmd]
     done = process.run(cmd, cwd=cwd)
     output = done.stdout + done.stderr
@@ -191,7 +205,9 @@ def run(cmd, cwd=None, show=False, merged=False):
     if done.returncode != 0:
         if not show:
             print(output.rstrip(), file=sys.stderr)
-        raise PipelineError(f"{' '.join(cmd[:2])} ... failed with status {done.returncode}")
+        found = reason.search(output) if reason else None
+        raise PipelineError(found.group(1) if found
+                            else f"{' '.join(cmd[:2])} ... failed with status {done.returncode}")
     return output if merged else done.stdout
 
 
@@ -199,7 +215,9 @@ def smoke(info, *args, command=None):
     """Run the product's smoke script (or a command that runs it); return the version comment it reports."""
     script = RECIPES / "smoke" / f"{info['product']}.sh"
     # mmdebstrap passes its hooks' output on stderr
-    output = run(command or ["sh", script, *args], show=True, merged=True)
+    output = run(command or ["sh", script, *args], show=True, merged=True, reason=REPLACE_REFUSED)
+    for what, packages in REPLACE_LINE.findall(output):
+        say(f"  the distribution's packages, {what}: {packages}")
     for line in output.splitlines():
         if line.startswith("version_comment: "):
             return line.removeprefix("version_comment: ").strip()
@@ -353,7 +371,7 @@ def prove_deb(folder, info, args):
     suite, chosen = smoke_set(info)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
         tests = chroot_tests(info, suite, chosen, recipe, debs, Path(tmp)) if suite else []
-        comment = in_chroot(folder, debs, info, args, recipe, tests)
+        comment = in_chroot(folder, debs, info, args, recipe, tests, Path(tmp))
         if suite:
             junit = Path(tmp) / testrun.JUNIT
             if not junit.is_file():
@@ -387,33 +405,58 @@ def check_older(older, info):
         f"{theirs['release']} debs, {'profile ' + theirs['profile_id'] if theirs['profile_id'] else 'plain build'}")
 
 
-def in_chroot(folder, debs, info, args, recipe, tests):
+def in_chroot(folder, debs, info, args, recipe, tests, scratch):
     """Install into a throw-away Debian chroot with apt and run the smoke script there, then the hooks
-    of the smoke test set (chroot_tests).
+    of the smoke test set (chroot_tests). With --replace-distribution, the distribution's packages first
+    (replace_hooks).
 
     mmdebstrap sets up and tears down the chroot's mounts around its hooks, and
     the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
     """
     apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Use-Pty=0"
+    names = [run(["dpkg-deb", "-f", d, "Package"]).strip() for d in debs]
     hooks = ['mkdir -p "$1/tmp/pgo-debs"', f'cp {" ".join(map(str, debs))} "$1/tmp/pgo-debs/"',
              f'cp {RECIPES / "smoke" / (info["product"] + ".sh")} "$1/tmp/pgo-smoke.sh"']
     if args.replace_distribution:
-        if "distribution_packages" not in recipe:
-            raise PipelineError(f"packaging/deb/{info['product']}.toml names no distribution_packages to replace")
-        replaced = recipe["distribution_packages"]
-        hooks.append(f'chroot "$1" sh -c "{apt} install {" ".join(replaced)} '
-                     f'&& dpkg-query -W {" ".join(replaced)}"')
-    hooks += [f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"',
-              'chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" '
-              + " ".join(run(["dpkg-deb", "-f", d, "Package"]).strip() for d in debs),
+        hooks += replace_hooks(names, recipe, Path(args.upgrade_from).resolve() if args.upgrade_from else None,
+                               scratch)
+    else:
+        hooks.append(f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"')
+    hooks += ['chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" ' + " ".join(names),
               'chroot "$1" sh /tmp/pgo-smoke.sh system',
               *tests]
     command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
                *(f"--customize-hook={hook}" for hook in hooks), args.distribution, "/dev/null"]
     if args.mirror:
         command.append(args.mirror)
-    say(f"  mmdebstrap {args.distribution} chroot: apt install {len(debs)} packages, run the smoke test")
+    say(f"  mmdebstrap {args.distribution} chroot: apt install {len(debs)} packages"
+        + (" over the distribution's" if args.replace_distribution else "") + ", run the smoke test")
     return smoke(info, command=command)
+
+
+# packaging/replace-distribution.sh's lines: its reason for a refusal, and what it installed
+REPLACE_REFUSED = re.compile(r"^\s*pgo-replace: refused: (.*)$", re.M)
+REPLACE_LINE = re.compile(r"^\s*pgo-replace: (installed first|after ours, nothing removed): ?(.*)$", re.M)
+
+
+def replace_hooks(names, recipe, older, scratch):
+    """--replace-distribution: mmdebstrap hooks that serve `older` (a published folder, as a flat
+    repository) beside the chroot's archive, then run packaging/replace-distribution.sh on our debs: the
+    distribution's packages of our `names`, the recipe's `distribution_packages` (what users have beside
+    them) and the older set's packages installed first, ours over them, nothing removed."""
+    also = list(recipe.get("distribution_packages", []))
+    hooks = [f'cp {RECIPES / "replace-distribution.sh"} "$1/tmp/pgo-replace.sh"']
+    if older:
+        older_debs = some(older, "*.deb")
+        also += [run(["dpkg-deb", "-f", deb, "Package"]).strip() for deb in older_debs]
+        repository = scratch / "older"
+        piuparts.flat_repository(older_debs, repository)
+        hooks += [f'cp -r {repository} "$1/tmp/pgo-older" && chmod -R a+rX "$1/tmp/pgo-older"',
+                  'echo "deb [trusted=yes] file:/tmp/pgo-older ./" > "$1/etc/apt/sources.list.d/pgo-older.list"',
+                  'chroot "$1" apt-get -q update']
+    env = f"PGO_NAMES={shlex.quote(' '.join(names))} PGO_ALSO={shlex.quote(' '.join(also))}"
+    hooks.append(f'chroot "$1" env {env} sh /tmp/pgo-replace.sh /tmp/pgo-debs')
+    return hooks
 
 
 def chroot_tests(info, suite, chosen, recipe, debs, scratch):

@@ -3,18 +3,22 @@ own debian/rules (configs.toml fixture-deb): install, the upgrade from an earlie
 plain build's 1.0.0-1), remove, purge, and apt's refusal to put that set back over ours; a package
 whose purge leaves a file is refused in one line. The fixture's purge removes its data only when its
 debconf question says so, as mariadb-server's: the proof answers it, as Debian's piuparts does.
+`--replace-distribution`: the earlier set installed first, ours over it with apt, nothing removed; a
+set that would remove a package the user has is refused.
 Real piuparts, mmdebstrap and apt, as root; the base chroot is made by the first proof into the
 session's cache and reused by the next."""
 
 import hashlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURE, refused, run_pgo
 
 from pgo import piuparts
+from pgo.checksums import write_sha256sums
 
 needs_piuparts = pytest.mark.skipif(
     shutil.which("piuparts") is None or shutil.which("mmdebstrap") is None or os.geteuid() != 0,
@@ -77,9 +81,50 @@ def test_a_package_whose_purge_leaves_a_file_is_refused_in_one_line(published):
     shutil.rmtree(log.parent)
 
 
-def test_upgrade_from_belongs_to_piuparts(published):
+def test_upgrade_from_belongs_to_piuparts_or_the_replacement(published):
     refused(run_pgo("prove", published["pgo"], "--upgrade-from", published["plain"], check=False),
-            "--upgrade-from is the older set of --piuparts' upgrade test: add --piuparts")
+            "--upgrade-from is the older set of --piuparts' upgrade test or of --replace-distribution: add one")
+    refused(run_pgo("prove", published["pgo"], "--replace-distribution", "--piuparts-only", check=False),
+            "--piuparts-only skips the chroot --replace-distribution installs into")
+
+
+def with_a_package_tied_to_it(older, folder):
+    """A copy of the published folder `older` with one more package, fixture-extra, which depends on
+    exactly its fixture's version: as Debian's engine plugins depend on their exact server version."""
+    shutil.copytree(older, folder)
+    version = subprocess.run(["dpkg-deb", "-f", next(older.glob("fixture_*.deb")), "Version"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    tree = folder.parent / "fixture-extra"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: fixture-extra\nVersion: {version}\nArchitecture: all\nMaintainer: PGO pipeline "
+        f"<pgo-release@example.org>\nDepends: fixture (= {version})\nDescription: a package of the earlier "
+        "release that needs exactly its fixture\n")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", tree, folder / f"fixture-extra_{version}_all.deb"],
+                   check=True, capture_output=True)
+    write_sha256sums(folder)
+    return folder
+
+
+@needs_piuparts
+def test_replace_distribution_installs_the_older_set_first_and_ours_over_it_removing_nothing(published):
+    """The distribution (here the earlier release's set, served beside bookworm's archive, which has no
+    fixture) installed first, then ours with apt: each of its packages replaced, none removed."""
+    result = run_pgo("prove", published["pgo"], "--replace-distribution", "--upgrade-from", published["plain"])
+    out = result.stdout
+    assert ("  the distribution's packages, installed first: fixture-plugin-echo=1.0.0-1 fixture-test=1.0.0-1 "
+            "fixture=1.0.0-1\n") in out
+    assert ("  the distribution's packages, after ours, nothing removed: fixture-plugin-echo=1.0.0+pgo-1 "
+            "fixture-test=1.0.0+pgo-1 fixture=1.0.0+pgo-1\n") in out
+    assert out.rstrip().splitlines()[-1].startswith("proof passed: version comment '")
+
+
+@needs_piuparts
+def test_replace_distribution_refuses_a_set_that_would_remove_a_package_the_user_has(published, tmp_path):
+    older = with_a_package_tied_to_it(published["plain"], tmp_path / "plain-extra")
+    result = run_pgo("prove", published["pgo"], "--replace-distribution", "--upgrade-from", older, check=False)
+    refused(result, "installing ours would remove fixture-extra")
+    assert "proof passed" not in result.stdout
 
 
 # piuparts' own log of a postrm that exits 1 on purge (the fixture's, so changed), cut to the failure

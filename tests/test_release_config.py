@@ -256,6 +256,10 @@ def test_release_is_debians_configuration_with_a_reduced_instrumented_and_plain_
     allowed, required = release.variant_features("instrumented")
     assert allowed("CONNECT_ODBC") and allowed("MROONGA") and not allowed("ROCKSDB")
     assert "SPIDER" not in required and "ROCKSDB" in required
+    # Its training must reach performance_schema and the engines it ships (the check refuses without).
+    assert release.trained_dirs == ("storage/perfschema", "storage/maria", "storage/myisam", "storage/rocksdb")
+    assert build_config("release-whole").trained_dirs == release.trained_dirs
+    assert build_config("minimal-lto").trained_dirs == ()
     # The minimal configurations keep the standalone layout, and their fingerprints.
     assert build_config("minimal-lto").generator == "Ninja"
     assert "-DDEB=Debian" not in build_config("minimal-lto").cmake_args

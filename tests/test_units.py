@@ -84,6 +84,8 @@ def test_lto_is_a_setting_the_nearest_configuration_decides():
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_C_FLAGS=-O3"]}), "the pipeline owns them"),
     (config(zzz={"product": "p", "line": "11"}), "line '11' is not MAJOR.MINOR"),
     (config(zzz={"product": "p", "lto": "yes"}), "lto = 'yes' is not true or false"),
+    (config(zzz={"product": "p", "trained_dirs": "storage/rocksdb"}),
+     "trained_dirs = 'storage/rocksdb' is not a list of folders"),
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_EXE_LINKER_FLAGS=-flto"]}), "set `lto = true` instead"),
 ])
 def test_bad_configurations_are_refused(data, message):
@@ -541,6 +543,21 @@ def test_profile_check_fails_without_data_in_a_hot_directory(tmp_path):
     build, prof = fake_tree(tmp_path, ["sql/a.cc.o", "strings/s.c.o"], ["sql#a.cc.gcda"])
     with pytest.raises(PipelineError, match=r"no profile data for hot objects in strings \(1 objects\)"):
         profile.check(prof, build, ["sql", "strings"], "1.0.0")
+
+
+def test_profile_check_requires_data_where_the_configuration_trains(tmp_path):
+    """A configuration's trained_dirs (release: its engines) need data too, and are counted apart from
+    the hot directories; a training that never reached one is refused."""
+    build, prof = fake_tree(tmp_path, ["sql/a.cc.o", "storage/rocksdb/r.cc.o", "storage/rocksdb/s.cc.o"],
+                            ["sql#a.cc.gcda", "storage#rocksdb#r.cc.gcda"])
+    figures = profile.check(prof, build, ["sql"], "1.0.0", trained_dirs=("storage/rocksdb",))
+    assert list(figures["hot_dirs"]) == ["sql"]
+    assert figures["trained_dirs"]["storage/rocksdb"]["objects"] == 2
+    assert figures["trained_dirs"]["storage/rocksdb"]["with_profile"] == 1
+    (prof / "storage#rocksdb#r.cc.gcda").unlink()
+    with pytest.raises(PipelineError, match=r"^no profile data for the objects the configuration trains in "
+                                           r"storage/rocksdb \(2 objects\): the training did not reach them$"):
+        profile.check(prof, build, ["sql"], "1.0.0", trained_dirs=("storage/rocksdb",))
 
 
 def test_with_lto_the_link_decides_what_is_hot():
