@@ -657,8 +657,18 @@ def test_training_compiles_with_the_builds_compiler():
     """profile_load links the instrumented client library: only the build's own compiler (and its
     libgcov) fits it, and a build VM has no `cc` besides that compiler."""
     from pgo.config import product
-    compiles = [command for command in product("mariadb").train if command[0] == "cmake"]
+    compiles = [command for command in product("mariadb").train if "cmake" in command]
     assert compiles and all("-DCMAKE_C_COMPILER={cc}" in command for command in compiles)
+
+
+def test_the_training_keeps_the_instrumented_mariadb_configs_counters_out_of_the_profile():
+    """Configuring profile_load runs the instrumented mariadb_config (a build tool, its source generated
+    from the configuration): with GCOV_PREFIX, its counters go where the setup's go."""
+    from pgo.config import product
+    mariadb = product("mariadb")
+    configure = next(command for command in mariadb.train if "cmake" in command)
+    assert configure[:4] == ("sh", "-c", 'GCOV_PREFIX="$0" exec "$@"', "{setup_counters}")
+    assert configure[4] == "cmake" and mariadb.setup_counters
 
 
 # --- progress -----------------------------------------------------------------
