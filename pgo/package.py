@@ -16,6 +16,7 @@ build of its configuration instead.
 import fnmatch
 import os
 import re
+import shlex
 import shutil
 import tarfile
 import tempfile
@@ -285,6 +286,16 @@ def cpack(build, generator, scratch, settings, env=None, tree=None):
 
 
 def make_bintar(build, folder, scratch):
+    from pgo.phases import absolute_destinations
+    # CPack's archive generators run the install rules without DESTDIR: a file installed to an absolute
+    # path (Debian's layout: /etc/mysql/..., /usr/lib/systemd/...) would be written into this machine's
+    # root, as root, and be missing from the tarball.
+    absolute = absolute_destinations(build.tree)
+    if absolute:
+        raise PipelineError(f"no bintar of configuration '{build.info['config']}': its layout installs files to "
+                            f"absolute paths ({', '.join(absolute[:2])}{', ...' if len(absolute) > 2 else ''}), which "
+                            "a relocatable tarball cannot hold and cpack would write into this machine; package it "
+                            "as deb or rpm")
     configured = cpack_setting(build.tree, "CPACK_PACKAGE_FILE_NAME")
     marker = f"-{build.version}-"
     if marker not in configured:
@@ -387,10 +398,14 @@ def rpm_tree(build, spec, root):
     (tree / ".cmake/api/v1/query/codemodel-v2").parent.mkdir(parents=True)
     (tree / ".cmake/api/v1/query/codemodel-v2").touch()
     run(configure_command(ctx, build.variant, tree, comment, extra))
-    require_same_targets(build.tree, tree)
+    renamed = renamed_artifacts(build.tree, tree)
+    require_same_targets(build.tree, tree, renamed)
     build_rpm_only_targets(spec, tree)
     linked = take_built_files(build.tree, tree)
-    say(f"  {linked} files of the checked build linked into the RPM tree")
+    for path, theirs in sorted(renamed.items()):
+        link_file(build.tree / theirs, tree / path)
+        say(f"  {path}: the checked build's {theirs}, the same target, which the RPM layout names otherwise")
+    say(f"  {linked + len(renamed)} files of the checked build linked into the RPM tree")
     if layout:
         write_layout_cnf(layout, tree, root / layout["name"])
     return tree
@@ -446,10 +461,45 @@ def require_nothing_compiled(tree, what):
                             "the packages must hold the checked build's objects only")
 
 
-def require_same_targets(built, tree):
+def renamed_artifacts(built, tree):
+    """{artifact path in the RPM tree: the checked build's file} for the installed targets whose output
+    name the layout decides: Connector/C names its static library by INSTALL_LAYOUT (libmariadb.a in
+    Debian's, libmariadbclient.a in the RPM one's). The same target, so the same objects, under
+    another name; the checked build's own link step names its file."""
+    renamed = {}
+    for target in codemodel_targets(tree):
+        if "install" not in target:
+            continue
+        for artifact in target.get("artifacts", ()):
+            if not (built / artifact["path"]).exists():
+                theirs = built_output(built, target["paths"]["build"], target["name"])
+                if theirs is not None and (built / theirs).is_file():
+                    renamed[artifact["path"]] = theirs
+    return renamed
+
+
+def built_output(built, folder, name):
+    """What target `name` of `folder` (relative to the tree) made in the checked build, relative to it:
+    the file its link step writes, from Makefiles' link.txt (`ar qc FILE ...`, `... -o FILE ...`, in
+    the target's folder) or Ninja's build.ninja (`build FILE: ..._LINKER__NAME_...`); None if neither says."""
+    link = built / folder / "CMakeFiles" / f"{name}.dir" / "link.txt"
+    if link.is_file():
+        words = shlex.split(link.read_text().splitlines()[0])
+        output = (words[2] if len(words) > 2 and Path(words[0]).name.endswith("ar") and words[1] in ("qc", "cr", "rc")
+                  else words[words.index("-o") + 1] if "-o" in words[:-1] else None)
+        return os.path.normpath(Path(folder) / output) if output else None
+    ninja = built / "build.ninja"
+    if ninja.is_file():
+        rule = re.compile(rf"^build ([^:\s]+): \w+_LINKER__{re.escape(name)}_\w*", re.M)
+        found = rule.search(ninja.read_text())
+        return found.group(1) if found else None
+    return None
+
+
+def require_same_targets(built, tree, renamed=()):
     """Configuring finds the machine's libraries again: one installed or removed since the build
     turns a plugin on or off, and the RPM tree would then package files the build never made."""
-    missing = sorted(path for path in installed_artifacts(tree) if not (built / path).exists())
+    missing = sorted(path for path in installed_artifacts(tree) if not (built / path).exists() and path not in renamed)
     if missing:
         raise PipelineError(f"configured with -DRPM, this machine builds {len(missing)} installed target(s) the "
                             f"checked build did not make ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}"
@@ -465,16 +515,21 @@ def take_built_files(built, tree):
             source, target = Path(folder) / name, into / name
             if Path(name).suffix in NOT_INSTALLED or target.exists() or target.is_symlink():
                 continue
-            into.mkdir(parents=True, exist_ok=True)
-            if source.is_symlink():
-                target.symlink_to(os.readlink(source))
-            else:
-                try:
-                    os.link(source, target)
-                except OSError:
-                    shutil.copy2(source, target)
+            link_file(source, target)
             count += 1
     return count
+
+
+def link_file(source, target):
+    """source at target: a symlink as a symlink, a file hard-linked (copied across file systems)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        target.symlink_to(os.readlink(source))
+    else:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
 
 
 def write_layout_cnf(layout, tree, path):

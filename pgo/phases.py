@@ -194,13 +194,13 @@ def install(build_dir, prefix, log):
 
 # What CMake writes into a tree's install scripts for a destination that is an absolute path (a
 # relative one is written as "${CMAKE_INSTALL_PREFIX}/...").
-ABSOLUTE_DESTINATION = re.compile(r'file\(INSTALL DESTINATION "/')
+ABSOLUTE_DESTINATION = re.compile(r'file\(INSTALL DESTINATION "(/[^"]*)"')
 
 
 def absolute_destinations(build_dir):
-    """Whether a build tree installs any file to an absolute path."""
-    return any(ABSOLUTE_DESTINATION.search(script.read_text(errors="replace"))
-               for script in Path(build_dir).rglob("cmake_install.cmake"))
+    """The absolute folders a build tree installs files to, sorted (none: an empty list)."""
+    return sorted({folder for script in Path(build_dir).rglob("cmake_install.cmake")
+                   for folder in ABSOLUTE_DESTINATION.findall(script.read_text(errors="replace"))})
 
 
 def build_instrumented(ctx, log):

@@ -148,6 +148,21 @@ def test_the_plain_build_carries_no_mark(packaged):
     assert "no profile (plain build)" in " ".join(changelog.split())
 
 
+def test_the_rpms_of_a_deb_layout_build_have_the_rpm_layouts_names(packaged, tmp_path):
+    """The RPM tree configures the DEB-layout build with -DRPM and -UDEB: the static library the DEB
+    layout names libfixturehot.a (as Connector/C's libmariadb.a) is the RPM layout's libhot.a, the
+    checked build's file under the RPM layout's name, and no file of Debian's layout is packaged."""
+    workdir = packaged["pgo"]["workdir"]
+    out = run_pgo("package", "--workdir", workdir, "--format", "rpm", "--out", tmp_path / "rpm").stdout
+    assert ("  libhot.a: the checked build's libfixturehot.a, the same target, which the RPM layout names "
+            "otherwise") in out
+    rpm = next((tmp_path / "rpm").glob("fixture-devel-*.rpm"))
+    files = subprocess.run(["rpm", "-qlp", rpm], capture_output=True, text=True, check=True).stdout.split()
+    assert len(files) == 1 and files[0].endswith("/lib/libhot.a"), files
+    built = packaged["pgo"]["tree"] / "libfixturehot.a"
+    assert (workdir / "rpm-tree" / "tree" / "libhot.a").samefile(built)
+
+
 def test_lintian_passes(packaged):
     debs = [packaged["pgo"]["out"] / name for name in PGO_DEBS]
     result = subprocess.run(["lintian", "--fail-on", "error", *debs], capture_output=True, text=True)
@@ -228,7 +243,7 @@ def test_rules_that_rebuild_the_tree_are_refused(tmp_path):
 def test_a_failing_rules_target_is_one_line(tmp_path):
     def no_library(debian):
         rules = debian / "rules"
-        rules.write_text(rules.read_text().replace("rm $(TMP)/usr/lib/libhot.a", "rm $(TMP)/usr/lib/libnone.a"))
+        rules.write_text(rules.read_text().replace("rm $(TMP)/usr/lib/libfixturehot.a", "rm $(TMP)/usr/lib/libnone.a"))
     refused(package_edited(tmp_path, no_library), "debian/rules binary failed in debian/rules:",
             ": override_dh_auto_install: rm: cannot remove", "libnone.a': No such file or directory")
 

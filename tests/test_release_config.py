@@ -95,6 +95,16 @@ def test_files_a_layout_installs_to_absolute_paths_stay_in_the_staged_tree(make_
     assert not Path("/etc/pgo-fixture").exists()
 
 
+def test_no_bintar_of_a_layout_with_absolute_paths(make_build, tmp_path):
+    """CPack's TGZ runs the install rules without DESTDIR: the bintar of a tree that installs to /etc/...
+    would write this machine's /etc as root (seen with release's DEB layout). Refused, nothing written."""
+    workdir, _ = make_build
+    result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "bintar", check=False)
+    refused(result, "no bintar of configuration 'fixture-make': its layout installs files to absolute paths "
+                    "(/etc/pgo-fixture), which a relocatable tarball cannot hold")
+    assert not Path("/etc/pgo-fixture").exists() and not (tmp_path / "bintar").exists()
+
+
 def test_the_rpms_of_a_makefiles_build_hold_its_checked_binary_and_nothing_compiles_again(make_build, make_rpms):
     """CPack builds a Makefiles tree's preinstall target, which depends on `all`, before it installs: the RPM
     tree would compile everything again (with the checked build's flags) and package that."""
