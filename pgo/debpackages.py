@@ -345,6 +345,11 @@ def installed_paths(path):
     return paths
 
 
+def control_field(deb, name):
+    """One field of a .deb's control file (Package, Version, ...)."""
+    return dpkg_deb(deb, "--field", deb, name).strip()
+
+
 def dpkg_deb(deb, *args):
     done = process.run(["dpkg-deb", *args])
     if done.returncode != 0:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pgo import PipelineError, atomic, process
+from pgo import PipelineError, atomic, debpackages, process
 from pgo.recipes import RECIPES
 from pgo.runner import say
 
@@ -80,7 +80,7 @@ def prove(debs, names, version, upgrades, distribution, mirror, cache, older=Non
     text = log.read_text(errors="replace")
     if status != 0:
         raise PipelineError(f"{failure(text)} (piuparts exited with status {status}; its log: {log})")
-    origins = {deb_version(deb): f"{older.name}/" for deb in older_debs}
+    origins = {debpackages.control_field(deb, "Version"): f"{older.name}/" for deb in older_debs}
     upgraded = check_upgrade(text, names, version, upgrades, distribution, origins, log)
     verdict = downgrade_verdict(text, names[0], version, origins, distribution, log)
     steps = ["install", *([f"upgrade from {upgraded}"] if upgraded else []), "remove", "purge"]
@@ -132,8 +132,6 @@ def flat_repository(debs, folder):
                                                         cwd=folder).encode())
 
 
-def deb_version(deb):
-    return process.output_of(["dpkg-deb", "-f", deb, "Version"]).strip()
 
 
 def check_upgrade(text, names, version, upgrades, distribution, origins, log):

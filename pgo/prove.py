@@ -349,7 +349,7 @@ def prove_deb(folder, info, args):
     recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml")
     theirs = distribution_versions(recipe, info["version"])
     for deb in debs:
-        version = deb_field(deb, "Version")
+        version = debpackages.control_field(deb, "Version")
         if info["profile_id"] and "+pgo" not in version:
             raise PipelineError(f"{deb.name} has version {version} without the +pgo mark")
         for distribution_version in theirs:
@@ -362,7 +362,7 @@ def prove_deb(folder, info, args):
         show=True)
     if args.piuparts:
         # Before the chroot: a package that fails piuparts is refused in its terms, without the chroot's minutes.
-        names = [deb_field(deb, "Package") for deb in debs]
+        names = [debpackages.control_field(deb, "Package") for deb in debs]
         server = names[debs.index(server_deb(debs, info))]
         piuparts.prove(debs, [server, *(n for n in names if n != server)], version, theirs, args.distribution,
                        args.mirror, cache_root(args.cache), Path(args.upgrade_from).resolve() if args.upgrade_from
@@ -381,11 +381,6 @@ def prove_deb(folder, info, args):
             results.update(runner=suite.name, set=SMOKE_SET, seconds=float((Path(tmp) / "seconds").read_text()))
             report_tests(results, "the installed deb packages")
         return comment
-
-
-def deb_field(deb, name):
-    """One field of a .deb's control file."""
-    return run(["dpkg-deb", "-f", deb, name]).strip()
 
 
 def deb_paths(deb):
@@ -420,7 +415,7 @@ def in_chroot(folder, debs, info, args, recipe, tests, scratch):
     the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
     """
     apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Use-Pty=0"
-    names = [deb_field(deb, "Package") for deb in debs]
+    names = [debpackages.control_field(deb, "Package") for deb in debs]
     hooks = ['mkdir -p "$1/tmp/pgo-debs"', f'cp {" ".join(map(str, debs))} "$1/tmp/pgo-debs/"',
              f'cp {RECIPES / "smoke" / (info["product"] + ".sh")} "$1/tmp/pgo-smoke.sh"']
     if args.replace_distribution:
@@ -454,7 +449,7 @@ def replace_hooks(names, recipe, older, scratch):
     hooks = [f'cp {RECIPES / "replace-distribution.sh"} "$1/tmp/pgo-replace.sh"']
     if older:
         older_debs = some(older, "*.deb")
-        also += [deb_field(deb, "Package") for deb in older_debs]
+        also += [debpackages.control_field(deb, "Package") for deb in older_debs]
         repository = scratch / "older"
         piuparts.flat_repository(older_debs, repository)
         hooks += [f'cp -r {repository} "$1/tmp/pgo-older" && chmod -R a+rX "$1/tmp/pgo-older"',
