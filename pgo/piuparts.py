@@ -132,8 +132,6 @@ def flat_repository(debs, folder):
                                                         cwd=folder).encode())
 
 
-
-
 def check_upgrade(text, names, version, upgrades, distribution, origins, log):
     """What piuparts' upgrade test upgraded ours from (`<package> <version> of <origin>`), or None when
     the archive served none of the set's names; a failure when that was no upgrade."""
