@@ -25,6 +25,7 @@ from pgo.checksums import sha256_file
 # The work directory's names are the protocol's (the master reads some of them): pgo/protocol.py.
 from pgo.protocol import (
     ARCHIVE_RECORD,
+    BINTAR_TREE,
     BOLT_CHECK,
     BUILD_INFO,
     PACKAGE_INFO,
@@ -96,6 +97,10 @@ ITEMS = (
     Item(RPM_TREE, ("pgo package",), ("pgo package",),
          "the rpm format's tree: configured with the checked build tree's CMake command plus -DRPM=<target>, never "
          "compiled, the build tree's other files hard-linked in, and the recipe's layout file; made again each time"),
+    Item(BINTAR_TREE, ("pgo package",), ("pgo package",),
+         "the bintar's tree of a build whose layout installs to absolute paths (Debian's): configured with the "
+         "checked build tree's CMake command plus the bintar recipe's standalone layout, never compiled, the build "
+         "tree's other files hard-linked in; made again each time"),
     Item(PACKAGE_INFO, ("pgo package",), ("pgo prove",),
          "in a published folder, not the work directory: build-info.json's identity and check, and the packages"),
 )

@@ -286,26 +286,65 @@ def cpack(build, generator, scratch, settings, env=None, tree=None):
 
 
 def make_bintar(build, folder, scratch):
+    """CPack TGZ over the checked build tree; over a standalone-layout tree holding its files when the
+    build's own layout installs to absolute paths (Debian's: /etc/mysql, /lib/systemd), which CPack's
+    archive generators would write into this machine's root, as root, and leave out of the tarball."""
     from pgo.phases import absolute_destinations
-    # CPack's archive generators run the install rules without DESTDIR: a file installed to an absolute
-    # path (Debian's layout: /etc/mysql/..., /usr/lib/systemd/...) would be written into this machine's
-    # root, as root, and be missing from the tarball.
-    absolute = absolute_destinations(build.tree)
+    tree = build.tree
+    absolute = absolute_destinations(tree)
     if absolute:
-        raise PipelineError(f"no bintar of configuration '{build.info['config']}': its layout installs files to "
-                            f"absolute paths ({', '.join(absolute[:2])}{', ...' if len(absolute) > 2 else ''}), which "
-                            "a relocatable tarball cannot hold and cpack would write into this machine; package it "
-                            "as deb or rpm")
-    configured = cpack_setting(build.tree, "CPACK_PACKAGE_FILE_NAME")
+        if not (RECIPES / "bintar" / f"{build.info['product']}.toml").is_file():
+            raise PipelineError(f"no bintar of configuration '{build.info['config']}': its layout installs files to "
+                                f"absolute paths ({', '.join(absolute[:2])}{', ...' if len(absolute) > 2 else ''}), "
+                                "which a relocatable tarball cannot hold, and packaging/bintar/ has no recipe for "
+                                f"a standalone tree of {build.info['product']}; package it as deb or rpm")
+        tree = bintar_tree(build, recipe("bintar", build), build.workdir.root / protocol.BINTAR_TREE)
+    configured = cpack_setting(tree, "CPACK_PACKAGE_FILE_NAME")
     marker = f"-{build.version}-"
     if marker not in configured:
         raise PipelineError(f"the bintar name {configured} does not contain the version {build.version}")
     name = configured.replace(marker, f"-{build.package_version}-", 1)
-    cpack(build, "TGZ", scratch, {"CPACK_PACKAGE_FILE_NAME": name})
+    cpack(build, "TGZ", scratch, {"CPACK_PACKAGE_FILE_NAME": name}, tree=tree)
+    if tree != build.tree:
+        require_nothing_compiled(tree, "CPack", "bintar")
     tarball = scratch / f"{name}.tar.gz"
     if not tarball.is_file():
         raise PipelineError(f"cpack made no {tarball.name}")
     return build, [Path(shutil.move(tarball, folder / tarball.name))]
+
+
+def bintar_tree(build, spec, root):
+    """The bintar's tree of a build whose layout installs to absolute paths: configured with the checked
+    build's CMake command plus the recipe's `cmake` (the standalone layout), the folders the checked
+    programs have compiled in kept from its cache (`keep`: they find them under --basedir), and the
+    checked build's files. Refused, before CPack runs, if it still installs to an absolute path."""
+    from pgo.phases import absolute_destinations
+    cache = cmake_cache(build.tree)
+    missing = [name for name in spec.get("keep", ()) if name not in cache]
+    if missing:
+        raise PipelineError(f"the bintar recipe keeps {missing[0]}, which the checked build's CMake cache "
+                            "does not have")
+    options = [*tree_options(spec, "bintar"), *(f"-D{name}={cache[name]}" for name in spec.get("keep", ()))]
+    fresh_folder(root)
+    tree, renamed = configured_tree(build, root / "tree", options, "bintar")
+    absolute = absolute_destinations(tree)
+    if absolute:
+        raise PipelineError(f"no bintar of configuration '{build.info['config']}': configured for the bintar, it "
+                            f"still installs files to absolute paths ({', '.join(absolute[:2])}"
+                            f"{', ...' if len(absolute) > 2 else ''}), which a relocatable tarball cannot hold and "
+                            "cpack would write into this machine; the bintar recipe's cmake must move them")
+    fill_tree(build, tree, renamed, "bintar")
+    return tree
+
+
+def cmake_cache(tree):
+    """{name: value} of a configured tree's CMakeCache.txt."""
+    cache = {}
+    for line in (tree / "CMakeCache.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z_0-9]+):[A-Z]+=(.*)$", line)
+        if match:
+            cache[match.group(1)] = match.group(2)
+    return cache
 
 
 # --- rpm: MariaDB's -DRPM=<target> packaging of the checked build -------------
@@ -339,7 +378,7 @@ def make_rpm(build, folder, scratch):
     (home / ".rpmmacros").write_text(f"%packager {spec['packager']}\n%_build_id_links none\n"
                                      f"%__strip {RECIPES / 'strip-unless-bolted.sh'}\n")
     cpack(build, "RPM", scratch / "cpack", settings, env={"HOME": str(home)}, tree=tree)
-    require_nothing_compiled(tree, "CPack")
+    require_nothing_compiled(tree, "CPack", "RPM")
     rpms = sorted((scratch / "cpack").glob("*.rpm"))
     if not rpms:
         raise PipelineError("cpack made no rpm files")
@@ -365,15 +404,8 @@ def rpm_tree(build, spec, root):
     """A tree configured with the checked build's own CMake command plus -DRPM=<target>, and
     the files that build made: what configuring wrote (scripts, .cnf, units with the RPM
     layout's paths) is the RPM tree's, every other file the checked build's, byte for byte."""
-    from pgo.phases import Context, configure_command
-    options = rpm_tree_options(spec)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    tree = root / "tree"
-    rpm_option = f"-DRPM={spec['target']}"
-    # CPack builds a Makefiles tree's preinstall target before it installs, and that depends on `all`:
-    # the RPM tree would compile everything again, with the checked build's flags, and package that.
-    extra = [rpm_option, "-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON"]
+    fresh_folder(root)
+    options = [f"-DRPM={spec['target']}", *tree_options(spec, "rpm")]
     layout = spec.get("layout_cnf")
     if layout:
         # An install rule for the layout file, declared by CMake's hook after project() (the top-level
@@ -386,39 +418,59 @@ def rpm_tree(build, spec, root):
                         f'  install(FILES "{root}/{layout["name"]}" DESTINATION "{layout["destination"]}"\n'
                         f'          COMPONENT {layout["component"]})\n'
                         'endif()\n')
-        extra.append(f"-DCMAKE_PROJECT_INCLUDE={hook}")
-    # Last: CMake takes -D and -U in the order given, so these override the checked build's own.
-    extra += options
-    ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
-    recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
-    comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
-    say(f"  configuring {tree} with {' '.join([rpm_option, *options])} (configure only: the packaged files are "
-        "the checked build's)")
-    # CMake's file API: the targets the configured tree would build and install, whatever its generator.
-    (tree / ".cmake/api/v1/query/codemodel-v2").parent.mkdir(parents=True)
-    (tree / ".cmake/api/v1/query/codemodel-v2").touch()
-    run(configure_command(ctx, build.variant, tree, comment, extra))
-    renamed = renamed_artifacts(build.tree, tree)
-    require_same_targets(build.tree, tree, renamed)
+        options.append(f"-DCMAKE_PROJECT_INCLUDE={hook}")
+    tree, renamed = configured_tree(build, root / "tree", options, "RPM")
     build_rpm_only_targets(spec, tree)
-    linked = take_built_files(build.tree, tree)
-    for path, theirs in sorted(renamed.items()):
-        link_file(build.tree / theirs, tree / path)
-        say(f"  {path}: the checked build's {theirs}, the same target, which the RPM layout names otherwise")
-    say(f"  {linked + len(renamed)} files of the checked build linked into the RPM tree")
+    fill_tree(build, tree, renamed, "RPM")
     if layout:
         write_layout_cnf(layout, tree, root / layout["name"])
     return tree
 
 
-def rpm_tree_options(spec):
-    """The recipe's `cmake`: the RPM tree's own -D and -U options, given after the checked build's."""
+def fresh_folder(root):
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+
+
+def configured_tree(build, tree, options, layout):
+    """A tree configured with the checked build's own CMake command plus `options` (last: CMake takes
+    -D and -U in the order given, so they override the checked build's), never compiled; and the
+    targets whose file the layout names otherwise ({path in the tree: the checked build's file})."""
+    from pgo.phases import Context, configure_command
+    # CPack builds a Makefiles tree's preinstall target before it installs, and that depends on `all`:
+    # the tree would compile everything again, with the checked build's flags, and package that.
+    extra = ["-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON", *options]
+    ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
+    recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
+    comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
+    say(f"  configuring {tree} with {' '.join(options)} (configure only: the packaged files are the checked "
+        "build's)")
+    # CMake's file API: the targets the configured tree would build and install, whatever its generator.
+    (tree / ".cmake/api/v1/query/codemodel-v2").parent.mkdir(parents=True)
+    (tree / ".cmake/api/v1/query/codemodel-v2").touch()
+    run(configure_command(ctx, build.variant, tree, comment, extra))
+    renamed = renamed_artifacts(build.tree, tree)
+    require_same_targets(build.tree, tree, layout, renamed)
+    return tree, renamed
+
+
+def fill_tree(build, tree, renamed, layout):
+    """The checked build's files into a configured tree, beside what configuring it wrote."""
+    linked = take_built_files(build.tree, tree)
+    for path, theirs in sorted(renamed.items()):
+        link_file(build.tree / theirs, tree / path)
+        say(f"  {path}: the checked build's {theirs}, the same target, which the {layout} layout names otherwise")
+    say(f"  {linked + len(renamed)} files of the checked build linked into the {layout} tree")
+
+
+def tree_options(spec, fmt):
+    """The recipe's `cmake`: its tree's own -D and -U options, given after the checked build's."""
     options = spec.get("cmake", [])
     if not isinstance(options, list):
-        raise PipelineError(f"the rpm recipe's cmake = {options!r} is not a list of -D or -U options")
+        raise PipelineError(f"the {fmt} recipe's cmake = {options!r} is not a list of -D or -U options")
     for option in options:
         if not isinstance(option, str) or not option.startswith(("-D", "-U")):
-            raise PipelineError(f"the rpm recipe's cmake names {option!r}, which is not a -D or -U option")
+            raise PipelineError(f"the {fmt} recipe's cmake names {option!r}, which is not a -D or -U option")
     return options
 
 
@@ -450,14 +502,14 @@ def build_rpm_only_targets(spec, tree):
         return
     say(f"  building in the RPM tree what only it makes: {', '.join(wanted)}")
     run(["cmake", "--build", tree, "--target", *wanted])
-    require_nothing_compiled(tree, f"building {', '.join(wanted)}")
+    require_nothing_compiled(tree, f"building {', '.join(wanted)}", "RPM")
 
 
-def require_nothing_compiled(tree, what):
-    """No object in the RPM tree: the checked build's are never linked into it (NOT_INSTALLED)."""
+def require_nothing_compiled(tree, what, layout):
+    """No object in a package format's tree: the checked build's are never linked into it (NOT_INSTALLED)."""
     compiled = [str(o.relative_to(tree)) for o in tree.rglob("*.o")]
     if compiled:
-        raise PipelineError(f"{what} in the RPM tree compiled {compiled[0]} (and {len(compiled) - 1} more): "
+        raise PipelineError(f"{what} in the {layout} tree compiled {compiled[0]} (and {len(compiled) - 1} more): "
                             "the packages must hold the checked build's objects only")
 
 
@@ -496,12 +548,12 @@ def built_output(built, folder, name):
     return None
 
 
-def require_same_targets(built, tree, renamed=()):
+def require_same_targets(built, tree, layout, renamed=()):
     """Configuring finds the machine's libraries again: one installed or removed since the build
-    turns a plugin on or off, and the RPM tree would then package files the build never made."""
+    turns a plugin on or off, and the tree would then package files the build never made."""
     missing = sorted(path for path in installed_artifacts(tree) if not (built / path).exists() and path not in renamed)
     if missing:
-        raise PipelineError(f"configured with -DRPM, this machine builds {len(missing)} installed target(s) the "
+        raise PipelineError(f"configured for the {layout}, this machine builds {len(missing)} installed target(s) the "
                             f"checked build did not make ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}"
                             "): its libraries changed since the build; package it where it was built")
 
@@ -535,11 +587,7 @@ def link_file(source, target):
 def write_layout_cnf(layout, tree, path):
     """The recipe's layout file, its @VARIABLE@s the RPM tree's CMake cache values (MariaDB's
     RPM install layout): where the rpms put what the checked programs look for elsewhere."""
-    cache = {}
-    for line in (tree / "CMakeCache.txt").read_text().splitlines():
-        match = re.match(r"^([A-Za-z_0-9]+):[A-Z]+=(.*)$", line)
-        if match:
-            cache[match.group(1)] = match.group(2)
+    cache = cmake_cache(tree)
 
     def value(match):
         if match.group(1) not in cache:

@@ -25,6 +25,7 @@ PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever 
 STAGE = "stage"         # the installed tree the packagers, the tests and the benchmark take
 TESTS = "tests"         # tests/<set>/: the test phase's results, one folder per test set
 RPM_TREE = "rpm-tree"   # `pgo package --format rpm`'s configured, never compiled, RPM-layout tree
+BINTAR_TREE = "bintar-tree"   # the bintar's standalone tree of a build whose layout installs to absolute paths
 # ... in a build tree: the CMake command (and environment) it was configured with
 CONFIGURE_RECORD = "pgo-configure.json"
 # ... in tests/<set>/ (pgo/testrun.py)

@@ -38,6 +38,8 @@ RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
 # mtr's line for each finished test: `main.alias 'innodb'  w1 [ pass ]  12`.
 OUTCOME = re.compile(r"^(?P<test>[\w.#/-]+)\s.*?\[ (?P<outcome>pass|fail|skipped|disabled|retry-pass) \]")
 # mtr's report of a server whose error log had a warning or error when it was shut down
+# mtr's closing summary: each test one of whose attempts failed, even if a retry passed (mtr then exits 1).
+FAILING = re.compile(r"^Failing test\(s\): (?P<tests>.+)$")
 SHUTDOWN_WARNINGS = re.compile(r"^\*\*\*Warnings generated in error logs during shutdown after running tests: "
                                r"(?P<tests>.+?)\s*$")
 # The lines of a failure that say why, first match wins (mysqltest's and the runner's own).
@@ -145,8 +147,14 @@ def execute(p, log):
     shutil.copyfile(report, p.out / JUNIT)
     results = shutdown_failures(summarise(read_junit(p.out / JUNIT)), progress.shutdown)
     if status != 0 and not results["failed"]:
-        raise PipelineError(f"{suite.name} {chosen.name} exited with status {status} although no test failed: "
-                            f"{disk_full(p.var, log.path) or last_error(log.path)} (log: {log.path})")
+        if progress.failing and only_flaky(progress.failing, results["flaky"]):
+            # mtr names a test that failed an attempt among the failing ones and exits 1, although it passed
+            # on a retry: the flaky list records it, the verdict reports it.
+            say_test(log, f"{suite.name} {chosen.name} exited with status {status} for {', '.join(progress.failing)}, "
+                          "which passed on a retry (flaky)")
+        else:
+            raise PipelineError(f"{suite.name} {chosen.name} exited with status {status} although no test failed: "
+                                f"{disk_full(p.var, log.path) or last_error(log.path)} (log: {log.path})")
     results.update(set=chosen.name, suites=list(p.suites), seconds=round(seconds, 1), exit_status=status,
                    runner=suite.name, vardir=str(p.var), max_environment_failures=chosen.max_environment_failures)
     return results
@@ -232,6 +240,7 @@ class Progress:
 
     def __init__(self):
         self.done = self.failed = 0
+        self.failing = []           # the tests mtr's closing summary names as failing ("Failing test(s): ...")
         self.shown = 0.0
         self.shutdown = []          # (the tests of that server, the lines mtr printed after its header)
         self.reading = False        # the lines are a shutdown report's, until the next test's line
@@ -241,6 +250,15 @@ class Progress:
         if warned:
             self.shutdown.append((warned["tests"].split(), []))
             self.reading = True
+            return
+        failing = FAILING.match(text)
+        if failing:
+            # "main.a main.b 'innodb'": a combination, quoted, belongs to the name before it
+            for word in failing["tests"].split():
+                if word.startswith("'") and self.failing:
+                    self.failing[-1] += f" {word}"
+                else:
+                    self.failing.append(word)
             return
         match = OUTCOME.match(text)
         if text.startswith("-----"):             # mtr's closing summary follows
@@ -256,6 +274,11 @@ class Progress:
         if now - self.shown >= PROGRESS_EVERY:
             self.shown = now
             print(lines.test_progress(self.done, self.failed), flush=True)
+
+
+def only_flaky(named, flaky):
+    """Whether every test the runner named as failing passed on a retry."""
+    return all(name in flaky for name in named)
 
 
 def read_junit(path):

@@ -309,14 +309,14 @@ def test_an_rpm_is_refused_where_configuring_finds_other_targets(builds):
 
 def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
     """The recipe's `cmake`, the RPM tree's own options after the checked build's: a wrong value is one line."""
-    from pgo.package import rpm_tree_options
+    from pgo.package import tree_options
     from pgo.recipes import RECIPES, load_toml
     for recipe in sorted((RECIPES / "rpm").glob("*.toml")):
-        rpm_tree_options(load_toml(recipe))
-    assert rpm_tree_options({}) == []
+        tree_options(load_toml(recipe), "rpm")
+    assert tree_options({}, "rpm") == []
     for value, phrase in (("-UCHECKMODULE", "cmake = '-UCHECKMODULE' is not a list of -D or -U options"),
                           (["-UCHECKMODULE", 1], "cmake names 1, which is not a -D or -U option"),
                           (["CHECKMODULE=ON"], "cmake names 'CHECKMODULE=ON', which is not a -D or -U option")):
         with pytest.raises(PipelineError, match=re.escape(f"the rpm recipe's {phrase}")) as refusal:
-            rpm_tree_options({"cmake": value})
+            tree_options({"cmake": value}, "rpm")
         assert "\n" not in str(refusal.value)

@@ -4,9 +4,11 @@ that leave a part out, the configure-only check of CMake's feature summary, and 
 
 import argparse
 import json
+import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -95,14 +97,63 @@ def test_files_a_layout_installs_to_absolute_paths_stay_in_the_staged_tree(make_
     assert not Path("/etc/pgo-fixture").exists()
 
 
-def test_no_bintar_of_a_layout_with_absolute_paths(make_build, tmp_path):
-    """CPack's TGZ runs the install rules without DESTDIR: the bintar of a tree that installs to /etc/...
-    would write this machine's /etc as root (seen with release's DEB layout). Refused, nothing written."""
+def test_the_bintar_of_a_layout_with_absolute_paths_comes_from_a_standalone_tree(make_build, tmp_path):
+    """CPack's TGZ runs the install rules without DESTDIR: over a tree that installs to /etc/... it would
+    write this machine's /etc as root (seen with release's DEB layout). The bintar comes from a tree
+    configured with the bintar recipe's options (packaging/bintar/fixture.toml), holding the checked
+    build's files; nothing is compiled again, nothing written to /etc."""
     workdir, _ = make_build
-    result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "bintar", check=False)
-    refused(result, "no bintar of configuration 'fixture-make': its layout installs files to absolute paths "
-                    "(/etc/pgo-fixture), which a relocatable tarball cannot hold")
+    out = tmp_path / "bintar"
+    result = run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out)
+    assert "with -UFIXTURE_SYSCONFDIR (configure only" in result.stdout
+    assert "fixture in fixture-1.0.0+pgo-linux-x86_64.tar.gz: build-id " in result.stdout
+    assert "= the checked optimized" in result.stdout
+    with tarfile.open(out / "fixture-1.0.0+pgo-linux-x86_64.tar.gz") as tar:
+        members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+        packaged = tar.extractfile("fixture-1.0.0+pgo-linux-x86_64/bin/fixture").read()
+    assert "bin/fixture" in members and "lib/libhot.a" in members and not any("etc" in m for m in members)
+    assert packaged == (workdir / "build" / "pgo" / "fixture").read_bytes()
+    assert not list((workdir / "bintar-tree" / "tree").rglob("*.o"))
+    assert not Path("/etc/pgo-fixture").exists()
+
+
+def bintar_with_recipe(workdir, out, monkeypatch, **spec):
+    from pgo import package
+    monkeypatch.setattr(package, "recipe", lambda fmt, build: spec)
+    package.cmd_package(argparse.Namespace(workdir=workdir, format="bintar", out=out, release=1, as_plain=False))
+
+
+@pytest.mark.parametrize("spec,phrase", [
+    ({}, "no bintar of configuration 'fixture-make': configured for the bintar, it still installs files to "
+         "absolute paths (/etc/pgo-fixture), which a relocatable tarball cannot hold"),
+    ({"cmake": ["-UFIXTURE_SYSCONFDIR"], "keep": ["FIXTURE_SYSCONFDIR"]},
+     "no bintar of configuration 'fixture-make': configured for the bintar, it still installs files to "
+     "absolute paths (/etc/pgo-fixture)"),
+    ({"keep": ["INSTALL_PLUGINDIR"]},
+     "the bintar recipe keeps INSTALL_PLUGINDIR, which the checked build's CMake cache does not have"),
+])
+def test_a_bintar_recipe_whose_tree_installs_to_absolute_paths_is_refused(make_build, tmp_path, monkeypatch,
+                                                                          spec, phrase):
+    """Without the recipe's option, or keeping the absolute folder from the checked build: refused before
+    CPack runs, in one line; nothing written to /etc, nothing published."""
+    workdir = tmp_path / "w"
+    shutil.copytree(make_build[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("*-tree"))
+    with pytest.raises(PipelineError, match=re.escape(phrase)) as refusal:
+        bintar_with_recipe(workdir, tmp_path / "bintar", monkeypatch, **spec)
+    assert "\n" not in str(refusal.value)
     assert not Path("/etc/pgo-fixture").exists() and not (tmp_path / "bintar").exists()
+
+
+def test_the_bintar_tree_keeps_the_folders_the_recipe_names_from_the_checked_build(make_build, tmp_path,
+                                                                                  monkeypatch):
+    """MariaDB's recipe keeps the folders its programs have compiled in (packaging/bintar/mariadb.toml):
+    the tree's cache has the checked build's value, whatever the standalone layout's default."""
+    workdir = tmp_path / "w"
+    shutil.copytree(make_build[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("*-tree"))
+    bintar_with_recipe(workdir, tmp_path / "bintar", monkeypatch, cmake=["-UFIXTURE_SYSCONFDIR"],
+                       keep=["CHECKMODULE"])
+    assert "CHECKMODULE:FILEPATH=OFF\n" in (workdir / "bintar-tree" / "tree" / "CMakeCache.txt").read_text()
+    assert next((tmp_path / "bintar").glob("*.tar.gz")).is_file()
 
 
 def test_the_rpms_of_a_makefiles_build_hold_its_checked_binary_and_nothing_compiles_again(make_build, make_rpms):

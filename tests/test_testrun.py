@@ -136,6 +136,24 @@ def test_an_error_in_a_servers_log_at_shutdown_is_a_failure_the_verdict_judges(t
                               f"{pgo}/stage/bin/fixture got signal 11 ;\n")
 
 
+def test_a_test_that_passed_on_a_retry_is_flaky_and_the_run_completes(tmp_path):
+    """mtr names a test that failed one attempt among the failing tests and exits 1, although a retry
+    passed (main.lowercase_table5 on 10.11.18's plain full build): the phase failed "although no test
+    failed". The run completes, the test is flaky in results.json, and the verdict passes."""
+    pgo, plain = tmp_path / "pgo", tmp_path / "plain"
+    run_pgo(*BUILD, "--workdir", pgo, "--tests", "off")
+    run_pgo(*BUILD, "--workdir", plain, "--pgo", "off", "--tests", "off")
+    flaky = run_pgo("test", "--workdir", pgo, env={"FIXTURE_FLAKY": "main.digest"})
+    assert ("[test] fixture tests release exited with status 1 for main.digest, which passed on a retry (flaky)"
+            in flaky.stdout)
+    results = json.loads((pgo / "tests" / "release" / "results.json").read_text())
+    assert results["flaky"] == ["main.digest"] and results["exit_status"] == 1 and not results["failed"]
+    run_pgo("test", "--workdir", plain)
+    assert "PASSED" in run_pgo("test-verdict", "--candidate", pgo, "--baseline", plain).stdout
+    # A test that failed every attempt is a failure, whatever the exit status says.
+    assert testrun.only_flaky(["main.a"], ["main.a"]) and not testrun.only_flaky(["main.a", "main.b"], ["main.a"])
+
+
 def test_a_run_past_its_time_limit_is_stopped_with_one_line(tmp_path):
     workdir = tmp_path / "w"
     run_pgo(*BUILD, "--workdir", workdir, "--tests", "off")
