@@ -37,9 +37,9 @@ TEST_USER = "pgo-test"
 RESULTS, VERDICT = TEST_RESULTS, TEST_VERDICT
 # mtr's line for each finished test: `main.alias 'innodb'  w1 [ pass ]  12`.
 OUTCOME = re.compile(r"^(?P<test>[\w.#/-]+)\s.*?\[ (?P<outcome>pass|fail|skipped|disabled|retry-pass) \]")
-# mtr's report of a server whose error log had a warning or error when it was shut down
 # mtr's closing summary: each test one of whose attempts failed, even if a retry passed (mtr then exits 1).
 FAILING = re.compile(r"^Failing test\(s\): (?P<tests>.+)$")
+# mtr's report of a server whose error log had a warning or error when it was shut down
 SHUTDOWN_WARNINGS = re.compile(r"^\*\*\*Warnings generated in error logs during shutdown after running tests: "
                                r"(?P<tests>.+?)\s*$")
 # The lines of a failure that say why, first match wins (mysqltest's and the runner's own).
