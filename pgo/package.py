@@ -295,9 +295,9 @@ def make_bintar(build, folder, scratch):
     if absolute:
         if not (RECIPES / "bintar" / f"{build.info['product']}.toml").is_file():
             raise PipelineError(f"no bintar of configuration '{build.info['config']}': its layout installs files to "
-                                f"absolute paths ({', '.join(absolute[:2])}{', ...' if len(absolute) > 2 else ''}), "
-                                "which a relocatable tarball cannot hold, and packaging/bintar/ has no recipe for "
-                                f"a standalone tree of {build.info['product']}; package it as deb or rpm")
+                                f"absolute paths ({first_of(absolute, 2)}), which a relocatable tarball cannot hold, "
+                                "and packaging/bintar/ has no recipe for a standalone tree of "
+                                f"{build.info['product']}; package it as deb or rpm")
         tree = bintar_tree(build, recipe("bintar", build), build.workdir.root / protocol.BINTAR_TREE)
     configured = cpack_setting(tree, "CPACK_PACKAGE_FILE_NAME")
     marker = f"-{build.version}-"
@@ -330,11 +330,16 @@ def bintar_tree(build, spec, root):
     absolute = absolute_destinations(tree)
     if absolute:
         raise PipelineError(f"no bintar of configuration '{build.info['config']}': configured for the bintar, it "
-                            f"still installs files to absolute paths ({', '.join(absolute[:2])}"
-                            f"{', ...' if len(absolute) > 2 else ''}), which a relocatable tarball cannot hold and "
-                            "cpack would write into this machine; the bintar recipe's cmake must move them")
+                            f"still installs files to absolute paths ({first_of(absolute, 2)}), which a relocatable "
+                            "tarball cannot hold and cpack would write into this machine; the bintar recipe's cmake "
+                            "must move them")
     fill_tree(build, tree, renamed, "bintar")
     return tree
+
+
+def first_of(items, count):
+    """'a, b' or 'a, b, ...': the first `count` of a list, for a one-line error."""
+    return ", ".join(items[:count]) + (", ..." if len(items) > count else "")
 
 
 def cmake_cache(tree):
@@ -514,7 +519,7 @@ def require_nothing_compiled(tree, what, layout):
 
 
 def renamed_artifacts(built, tree):
-    """{artifact path in the RPM tree: the checked build's file} for the installed targets whose output
+    """{artifact path in a configured tree: the checked build's file} for the installed targets whose output
     name the layout decides: Connector/C names its static library by INSTALL_LAYOUT (libmariadb.a in
     Debian's, libmariadbclient.a in the RPM one's). The same target, so the same objects, under
     another name; the checked build's own link step names its file."""
@@ -554,8 +559,8 @@ def require_same_targets(built, tree, layout, renamed=()):
     missing = sorted(path for path in installed_artifacts(tree) if not (built / path).exists() and path not in renamed)
     if missing:
         raise PipelineError(f"configured for the {layout}, this machine builds {len(missing)} installed target(s) the "
-                            f"checked build did not make ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}"
-                            "): its libraries changed since the build; package it where it was built")
+                            f"checked build did not make ({first_of(missing, 4)}): its libraries changed since the "
+                            "build; package it where it was built")
 
 
 def take_built_files(built, tree):
