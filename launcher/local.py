@@ -4,7 +4,8 @@
                                        default configuration), follow it
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
-    ./release stop                     stop them
+    ./release stop                     stop them (a running or queued release starts again on the next start)
+    ./release stop --cancel            cancel every running and queued release, then stop them
 
 Everything lives in run/ (the repository ignores it): the settings with the
 generated passwords, the master, the worker, the downloads and the profile
@@ -21,6 +22,7 @@ import json
 import os
 import platform
 import secrets
+import shlex
 import sys
 import time
 import urllib.error
@@ -59,6 +61,12 @@ READ_ATTEMPTS, READ_RETRY_SECONDS = 5, 3
 PROGRESS_EVERY = 10     # seconds between two progress lines of one running step
 RESULTS = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exception", 5: "retry", 6: "cancelled"}
 FAILED = (2, 4)
+# How long `./release stop --cancel` waits for the builds it stopped to end (their step's processes
+# are killed) before it gives up, leaving the master running.
+CANCEL_TIMEOUT = 240
+CANCEL_ASK_AGAIN = 10   # seconds after which a request still not complete is cancelled again (cancel is idempotent)
+CANCEL_COMMAND = "./release stop --cancel"
+START_COMMANDS = "./release or ./release up"
 
 
 class LocalError(PipelineError):
@@ -166,13 +174,7 @@ def running_pid(basedir):
 
 def start(runtime):
     settings = runtime.settings()
-    if not running_pid(runtime.master):
-        say(f"starting the master in {runtime.master}")
-        try:
-            run_tool("buildbot", "start", f"--start_timeout={MASTER_START_TIMEOUT}", str(runtime.master),
-                     env=runtime.env())
-        except LocalError as e:
-            raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
+    start_master(runtime)
     if not running_pid(runtime.worker):
         say(f"starting the worker in {runtime.worker}")
         describe_worker(runtime.worker)
@@ -180,6 +182,16 @@ def start(runtime):
     api = Api(settings.url)
     wait_for_worker(api, [w.name for w in settings.workers if w.kind == "local"][0])
     return settings, api
+
+
+def start_master(runtime):
+    if not running_pid(runtime.master):
+        say(f"starting the master in {runtime.master}")
+        try:
+            run_tool("buildbot", "start", f"--start_timeout={MASTER_START_TIMEOUT}", str(runtime.master),
+                     env=runtime.env())
+        except LocalError as e:
+            raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
 
 
 def describe_worker(basedir):
@@ -318,17 +330,23 @@ def newest_build_id(api):
     return builds[0]["buildid"] if builds else 0
 
 
-def follow(api, bsid, after_buildid, out=print, give_up_after=None):
-    """Print the steps of the builds started after after_buildid until the buildset completes.
+def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=None, owners=None):
+    """Print the steps of bsid's builds started after after_buildid until the buildset completes.
 
-    A request that waits for a worker which is not connected is named at once,
-    and cancelled after give_up_after seconds of that.
+    Its builds are those of its requests and those they triggered (the package builds), never
+    another release's. A request that waits for a worker which is not connected is named at once,
+    and cancelled after give_up_after seconds of that; one that waits behind other builds names
+    them, with cancel_hint, the command that cancels them. owners, if given, is filled with
+    {buildid: whether it is bsid's} of the builds seen.
     """
-    builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
-    shown, last_print, waiting_since = {}, {}, {}
+    builders = builder_names(api)
+    shown, last_print, waiting_since, workers_of, said_ahead = {}, {}, {}, builder_workers(api), []
+    owners = {} if owners is None else owners
     while True:
         buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
         for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
+            if not of_buildset(api, bsid, build, owners):
+                continue
             label = build_label(builders, build)
             for step in api.get(f"builds/{build['buildid']}/steps")["steps"]:
                 if step["hidden"] or step["started_at"] is None or step["state_string"] == "pending":
@@ -342,7 +360,23 @@ def follow(api, bsid, after_buildid, out=print, give_up_after=None):
         if buildset["complete"]:
             return buildset["results"]
         watch_workers(api, bsid, builders, waiting_since, give_up_after, out)
+        ahead = work_ahead(api, bsid, builders, workers_of)
+        if ahead and ahead != said_ahead:
+            them = "it" if len(ahead) == 1 else "them"
+            out(f"waiting behind {' and '.join(ahead)}: {cancel_hint or CANCEL_COMMAND} cancels {them}, "
+                "and this release too")
+        said_ahead = ahead
         time.sleep(POLL_SECONDS)
+
+
+def of_buildset(api, bsid, build, owners):
+    """Whether build is one of buildset bsid's, or one that such a build triggered (owners: the builds
+    asked about before, parents first: builds come in the order they started)."""
+    if build["buildid"] not in owners:
+        request = api.get(f"buildrequests/{build['buildrequestid']}")["buildrequests"][0]
+        parent = api.get(f"buildsets/{request['buildsetid']}")["buildsets"][0]["parent_buildid"]
+        owners[build["buildid"]] = request["buildsetid"] == bsid or owners.get(parent, False)
+    return owners[build["buildid"]]
 
 
 def watch_workers(api, bsid, builders, waiting_since, give_up_after, out):
@@ -370,12 +404,12 @@ def build_label(builders, build):
     return f"{builders.get(build['builderid'], '?')} #{build['number']}"
 
 
-def failure_reasons(api, after_buildid):
-    """(build label, step name, reason) of each failed build started after after_buildid."""
-    builders = {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
+def failure_reasons(api, after_buildid, only=None):
+    """(build label, step name, reason) of each failed build started after after_buildid (of those in only)."""
+    builders = builder_names(api)
     reasons = []
     for build in api.get("builds", buildid__gt=after_buildid, order="buildid")["builds"]:
-        if build["results"] not in FAILED:
+        if build["results"] not in FAILED or (only is not None and build["buildid"] not in only):
             continue
         steps = api.get(f"builds/{build['buildid']}/steps")["steps"]
         step = next((s for s in steps if s["results"] in FAILED and not s["hidden"]), None)
@@ -408,19 +442,171 @@ def release_builds(api, bsid):
     return builds
 
 
+# --- what the master runs and has queued -------------------------------------------
+
+def builder_names(api):
+    return {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
+
+
+def builder_workers(api):
+    """builderid -> the ids of the workers it may run on, asked once each."""
+    known = {}
+
+    def workers_of(builderid):
+        if builderid not in known:
+            known[builderid] = {w["workerid"] for w in api.get(f"builders/{builderid}/workers")["workers"]}
+        return known[builderid]
+    return workers_of
+
+
+def when(epoch):
+    moment = time.localtime(epoch)
+    return time.strftime("%H:%M:%S" if moment[:3] == time.localtime()[:3] else "%Y-%m-%d %H:%M:%S", moment)
+
+
+class Work:
+    """A build request the master has not completed: queued, or with its build running."""
+
+    def __init__(self, request, builds, builder, parent_buildid):
+        self.request, self.parent_buildid = request, parent_buildid
+        self.build = next((b for b in builds if not b["complete"]), None)
+        # Buildbot ends a build whose worker went away as `retry` and queues its request again.
+        self.lost = sum(RESULTS.get(b["results"]) == "retry" for b in builds)
+        version = (request["properties"] or {}).get("version", [None])[0]
+        what = builder.split("-")[0] + (f" {version}" if version else "")
+        where = (f"{builder} #{self.build['number']}, running since {when(self.build['started_at'])}" if self.build
+                 else f"{builder}, queued since {when(request['submitted_at'])}")
+        lost = f"; its worker was lost {self.lost} time{'s' if self.lost > 1 else ''} before" if self.lost else ""
+        self.label = f"{what} ({where}{lost})"
+
+
+def active_work(api, builders=None):
+    """Every build request not complete, oldest first."""
+    builders = builders or builder_names(api)
+    work = []
+    for request in api.get("buildrequests", complete=False, order="buildrequestid",
+                           property="version")["buildrequests"]:
+        builds = api.get("builds", buildrequestid=request["buildrequestid"], order="buildid")["builds"]
+        parent = api.get(f"buildsets/{request['buildsetid']}")["buildsets"][0]["parent_buildid"]
+        work.append(Work(request, builds, builders.get(request["builderid"], "?"), parent))
+    return work
+
+
+def work_ahead(api, bsid, builders, workers_of):
+    """What bsid's unclaimed requests wait behind: the builds running on their workers and the requests
+    queued for them before. Builds a release triggered (its package builds) go with the release."""
+    waiting = [r for r in api.get("buildrequests", buildsetid=bsid)["buildrequests"]
+               if not (r["claimed"] or r["complete"])]
+    if not waiting:
+        return []
+    workers = set().union(*(workers_of(r["builderid"]) for r in waiting))
+    first = min(r["submitted_at"] for r in waiting)
+    return [w.label for w in active_work(api, builders)
+            if w.request["buildsetid"] != bsid and w.parent_buildid is None
+            and (w.build["workerid"] in workers if w.build else
+                 w.request["submitted_at"] <= first and workers_of(w.request["builderid"]) & workers)]
+
+
+def say_what_resumes(api, max_lost, cancel_hint):
+    """Before the worker and the master stop: what of theirs starts again on the next start."""
+    work = [w for w in active_work(api) if w.parent_buildid is None]
+    for w in work:
+        # Stopping the worker loses it for a running build: Buildbot queues its request again.
+        lost = w.lost + (w.build is not None)
+        if lost >= max_lost:
+            fate = ("fails on the next start: the worker-lost guard gives up on a build request whose worker "
+                    f"was lost {lost} times (max_lost_workers = {max_lost})")
+        elif w.build:
+            fate = f"starts again from its first step on the next {START_COMMANDS}"
+        else:
+            fate = f"starts on the next {START_COMMANDS}"
+        say(f"{w.label} {'stops with the worker' if w.build else 'stays queued'}; it {fate}")
+    if work:
+        say(f"to cancel {'it' if len(work) == 1 else 'them'} instead: {cancel_hint}")
+
+
+def cancel_all(api, reason, out=print, timeout=CANCEL_TIMEOUT):
+    """Stop every running build and cancel every queued build request (Buildbot's `stop` and `cancel`
+    actions, as an admin); return when the master has completed them all."""
+    deadline, asked = time.monotonic() + timeout, {}
+    while True:
+        work = active_work(api)
+        if not work:
+            out(f"cancelled {len(asked)} build request{'' if len(asked) == 1 else 's'}: none is left to start again"
+                if asked else "nothing to cancel: no build is running or queued")
+            return
+        now = time.monotonic()
+        if now >= deadline:
+            raise LocalError(f"not cancelled within {timeout:g} s: {'; '.join(w.label for w in work)}; "
+                             f"the master and the worker keep running: {api.url}")
+        for w in work:
+            brid = w.request["buildrequestid"]
+            if now - asked.get(brid, -CANCEL_ASK_AGAIN) < CANCEL_ASK_AGAIN:
+                continue
+            if brid not in asked:
+                out(f"cancelling {w.label}")
+            if w.build:
+                api.control(f"builds/{w.build['buildid']}", "stop", reason=reason)
+            else:
+                # A claimed request whose build has not started yet: Buildbot stops that build as it starts.
+                api.control(f"buildrequests/{brid}", "cancel", reason=reason)
+            asked[brid] = now
+        time.sleep(1)
+
+
 # --- the command ------------------------------------------------------------------
 
 def cmd_up(args):
     runtime = Runtime(args.runtime)
     setup(runtime)
-    settings, _ = start(runtime)
+    settings, api = start(runtime)
     say(f"master and worker are running; web UI: {settings.url}")
     say(f"admin user: {next(iter(settings.admins))} (password in {runtime.settings_file})")
-    say("stop them with: ./release stop" + (f" --runtime {args.runtime}" if args.runtime else ""))
+    # What an earlier ./release stop left running or queued goes on now: said, not silent.
+    work = [w for w in active_work(api) if w.parent_buildid is None]
+    for w in work:
+        say(f"{w.label} {'runs' if w.build else 'is queued'}")
+    if work:
+        say(f"to cancel {'it' if len(work) == 1 else 'them'}: {with_runtime(CANCEL_COMMAND, args)}")
+    say("stop them with: " + with_runtime("./release stop", args))
+
+
+def with_runtime(command, args):
+    return command + (f" --runtime {shlex.quote(args.runtime)}" if args.runtime else "")
 
 
 def cmd_stop(args):
-    stop(Runtime(args.runtime))
+    runtime = Runtime(args.runtime)
+    if args.cancel:
+        cancel_releases(runtime)
+    elif running_pid(runtime.master):
+        settings = runtime.settings()
+        try:
+            say_what_resumes(Api(settings.url), settings.max_lost_workers, with_runtime(CANCEL_COMMAND, args))
+        except ApiError as e:
+            # The master is stopped all the same: that is what was asked.
+            say(f"cannot tell which releases start again on the next start: {e}")
+    stop(runtime)
+
+
+def cancel_releases(runtime):
+    """Cancel every running and queued build of runtime's master, which is started alone (no worker to
+    claim a request) when it is not running, and stopped again if the cancel fails."""
+    if not (runtime.master / "buildbot.tac").is_file():
+        raise LocalError(f"--cancel: no master in {runtime.master}, so nothing to cancel")
+    settings = runtime.settings()
+    started_here = not running_pid(runtime.master)
+    if started_here:
+        say("the master is not running: starting it alone to cancel what it would start again")
+        start_master(runtime)
+    try:
+        api = Api(settings.url)
+        user = login_as_admin(settings, api)
+        cancel_all(api, f"{CANCEL_COMMAND} as {user}", out=say)
+    except BaseException:
+        if started_here:
+            stop(runtime)
+        raise
 
 
 def cmd_run(args):
@@ -434,12 +620,18 @@ def cmd_run(args):
     say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
     if args.version == LATEST:
         say(resolution(api, bsid))
+    owners = {}
     try:
-        results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60)
+        results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60,
+                         cancel_hint=with_runtime(CANCEL_COMMAND, args), owners=owners)
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
     except ApiError as e:
+        if not running_pid(runtime.master):
+            # ./release stop in another terminal: the release is kept for the next start, or was cancelled.
+            raise LocalError(f"the master stopped: release {args.version} starts again on the next {START_COMMANDS}, "
+                             f"unless {with_runtime(CANCEL_COMMAND, args)} cancelled it") from None
         if e.status is not None:
             raise
         raise LocalError(f"stopped following the release ({e}); it goes on in the master: {settings.url}") from None
@@ -458,7 +650,7 @@ def cmd_run(args):
         say(f"build: {settings.url}#/builders/{build['builderid']}/builds/{build['number']}")
     # A pgo step's summary already ends with its error line; the other steps' reasons,
     # and those of the package builds, are said here.
-    for label, step, reason in failure_reasons(api, before):
+    for label, step, reason in failure_reasons(api, before, only={b for b, ours in owners.items() if ours}):
         if not any(reason in summary for summary in summaries):
             say(f"{label} failed in {step}: {reason}")
     say(f"profile archive: {settings.archive}")
@@ -490,7 +682,11 @@ def make_parser():
     run.set_defaults(func=cmd_run)
     sub.add_parser("up", parents=[common], help="only set up and start the master and the local worker"
                    ).set_defaults(func=cmd_up)
-    sub.add_parser("stop", parents=[common], help="stop the master and the worker").set_defaults(func=cmd_stop)
+    stopping = sub.add_parser("stop", parents=[common], help="stop the master and the worker; a running or "
+                              "queued release starts again on the next start")
+    stopping.add_argument("--cancel", action="store_true", help="first cancel every running and queued "
+                          "release (as the admin; the master is started alone for it when it is not running)")
+    stopping.set_defaults(func=cmd_stop)
     return parser
 
 

@@ -1,14 +1,26 @@
-"""./release's client of the master's REST API (launcher/local.py), against a real HTTP server that
-cuts its answers short, as the master's web server did once under a release's benchmark: `./release`
-ended in a traceback (http.client.IncompleteRead) while the release went on."""
+"""./release (launcher/local.py): its client of the master's REST API against a real HTTP server that
+cuts its answers short, as the master's web server did once under a release's benchmark (`./release`
+ended in a traceback, http.client.IncompleteRead, while the release went on); and, with a real master
+and worker, what `./release` and `./release stop` say of a release that runs or waits in the master
+(issue 43: a stopped release came back first, silently, and a new ./release waited behind it for hours).
+"""
 
 import http.server
 import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
+from buildmaster.settings import SETTINGS_ENV
 from launcher import local
+from pgo import REPO
 
 BODY = json.dumps({"builds": [{"buildid": 7}]}).encode()
 
@@ -77,3 +89,271 @@ def test_waiting_for_the_worker_keeps_to_its_deadline(master, monkeypatch):
     with pytest.raises(local.LocalError, match="did not connect to the master within 0.5 s"):
         local.wait_for_worker(api, "release-local")
     assert served.served == 1
+
+
+class Recorded:
+    """Answers the reads of `of_buildset` from a table: buildset of each request, parent build of each buildset."""
+
+    def __init__(self, requests, parents):
+        self.requests, self.parents = requests, parents
+
+    def get(self, path):
+        kind, number = path.split("/")
+        if kind == "buildrequests":
+            return {"buildrequests": [{"buildrequestid": int(number), "buildsetid": self.requests[int(number)]}]}
+        return {"buildsets": [{"bsid": int(number), "parent_buildid": self.parents[int(number)]}]}
+
+
+def test_a_release_follows_its_own_builds_and_those_they_triggered_only():
+    """Another release's build (one the master took up again after ./release stop) is not this release's:
+    ./release printed its steps as its own when it started after the force."""
+    api = Recorded(requests={1: 1, 2: 2, 3: 3, 4: 4}, parents={1: None, 2: 10, 3: None, 4: 12})
+    owners = {}
+    builds = [{"buildid": 10, "buildrequestid": 1}, {"buildid": 11, "buildrequestid": 2},
+              {"buildid": 12, "buildrequestid": 3}, {"buildid": 13, "buildrequestid": 4}]
+    assert [local.of_buildset(api, 1, build, owners) for build in builds] == [True, True, False, False]
+    assert owners == {10: True, 11: True, 12: False, 13: False}
+
+
+# --- with a real master and worker (issue 43) -------------------------------------------------
+
+FIXTURE = REPO / "tests" / "fixture"
+HELD_VERSION = "1.0.5"
+WAIT = 90           # seconds for what a busy 2-core machine does in a few
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    """A master and its local worker, started as `./release up` starts them; no nightly."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(SETTINGS_ENV, raising=False)
+        runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
+        text = local.settings_text(free_port(), free_port(), free_port())
+        assert "\nenabled = true\n" in text
+        runtime.settings_file.write_text(text.replace("\nenabled = true\n", "\nenabled = false\n"))
+        local.setup(runtime)
+        try:
+            local.start(runtime)
+            yield runtime
+        finally:
+            local.stop(runtime)
+
+
+@pytest.fixture
+def held(tmp_path):
+    """The fixture as version 1.0.5, whose configure holds its release until the test ends (at most 2 min)."""
+    source = tmp_path / "fixture-held"
+    shutil.copytree(FIXTURE, source)
+    (source / "VERSION").write_text(f"{HELD_VERSION}\n")
+    gate = tmp_path / "go"
+    (source / "hold.sh").write_text(f'for i in $(seq 600); do [ -e "{gate}" ] && exit 0; sleep 0.2; done\n')
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        "project(fixture C)\n", "project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh)\n"))
+    yield source
+    gate.touch()
+
+
+def wait_for(what, probe, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} within {timeout} s")
+
+
+def admin(runtime):
+    settings = runtime.settings()
+    api = local.Api(settings.url)
+    local.login_as_admin(settings, api)
+    return api
+
+
+def admin_when_up(runtime):
+    """admin(runtime) once the master another process starts answers."""
+    def up():
+        try:
+            return admin(runtime)
+        except local.ApiError:
+            return None
+    return wait_for("master answering", up)
+
+
+def held_release(api, source):
+    """Start the held release; return its build once it runs its configure (the instrumented step)."""
+    bsid = local.force_release(api, HELD_VERSION, "fixture", str(source), ["bintar"])
+    return bsid, wait_for("held build in its instrumented step", lambda: running_step(api, bsid, "instrumented"))
+
+
+def running_step(api, bsid, name):
+    """bsid's running build once its step name has started."""
+    for request in api.get("buildrequests", buildsetid=bsid)["buildrequests"]:
+        for build in api.get("builds", buildrequestid=request["buildrequestid"], complete=False)["builds"]:
+            steps = api.get(f"builds/{build['buildid']}/steps")["steps"]
+            if any(s["name"] == name and s["started_at"] for s in steps):
+                return build
+    return None
+
+
+def release_cli(*args):
+    """`./release ARGS` in-process: its exit status (capsys has what it printed)."""
+    return local.main(list(args))
+
+
+def incomplete_requests(runtime):
+    """The build requests in the master's database that a start would take up again."""
+    with sqlite3.connect(runtime.master / "state.sqlite") as db:
+        return db.execute("SELECT id FROM buildrequests WHERE complete = 0").fetchall()
+
+
+class SecondRelease:
+    """`./release` of the fixture's 1.0.0 in another terminal, as a user runs it: its printed lines."""
+
+    def __init__(self, runtime):
+        env = {k: v for k, v in os.environ.items() if k != SETTINGS_ENV}
+        self.process = subprocess.Popen(
+            [sys.executable, "release", "--runtime", str(runtime.root), "--version", "1.0.0", "--config", "fixture",
+             "--source", "tests/fixture", "--formats", "bintar"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.printed = []
+        self.reader = threading.Thread(target=lambda: self.printed.extend(
+            line.rstrip("\n") for line in self.process.stdout), daemon=True)
+        self.reader.start()
+
+    def said(self, line):
+        wait_for(f"line {line!r} from ./release (it printed {self.printed})", lambda: line in self.printed)
+
+    def end(self):
+        status = self.process.wait(WAIT)
+        self.reader.join(5)
+        return status
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def label(build, lost=""):
+    return (f"release {HELD_VERSION} (release-local #{build['number']}, running since {local.when(build['started_at'])}"
+            f"{lost})")
+
+
+def test_a_new_release_names_what_it_waits_behind_and_stop_cancel_leaves_nothing_to_resume(runtime, held, capsys):
+    api = admin(runtime)
+    _, build = held_release(api, held)
+    root = str(runtime.root)
+    second = SecondRelease(runtime)
+    try:
+        second.said(f"waiting behind {label(build)}: ./release stop --cancel --runtime {root} cancels it, "
+                    "and this release too")
+        capsys.readouterr()
+        assert release_cli("up", "--runtime", root) == 0
+        said = capsys.readouterr().out.splitlines()
+        assert said[2] == f"{label(build)} runs", said
+        assert said[3].startswith("release 1.0.0 (release-local, queued since ") and said[3].endswith(") is queued")
+        assert said[4] == f"to cancel them: ./release stop --cancel --runtime {root}", said
+
+        assert release_cli("stop", "--cancel", "--runtime", root) == 0
+        said = capsys.readouterr().out.splitlines()
+        assert said[0] == f"cancelling {label(build)}", said
+        assert said[1].startswith("cancelling release 1.0.0 (release-local, queued since "), said
+        assert said[2:] == ["cancelled 2 build requests: none is left to start again",
+                            f"stopping {runtime.worker}", f"stopping {runtime.master}"], said
+        assert not local.running_pid(runtime.master) and not local.running_pid(runtime.worker)
+        assert incomplete_requests(runtime) == []
+        # Its release cancelled (or the master stopped under it), the second ./release ends.
+        assert second.end() == 1, second.printed
+    finally:
+        second.kill()
+
+    # The next start takes nothing up again.
+    assert release_cli("up", "--runtime", root) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert not [line for line in said if line.endswith((" runs", " is queued")) or "cancel" in line], said
+    api = admin(runtime)
+    newest = local.newest_build_id(api)
+    time.sleep(3)
+    assert local.active_work(api) == [] and local.newest_build_id(api) == newest == build["buildid"]
+    (newest,) = api.get("builds", order="-buildid", limit=1)["builds"]
+    assert local.RESULTS[newest["results"]] == "cancelled", newest
+    assert release_cli("stop", "--cancel", "--runtime", root) == 0
+    assert capsys.readouterr().out.splitlines() == ["nothing to cancel: no build is running or queued",
+                                                    f"stopping {runtime.worker}", f"stopping {runtime.master}"]
+
+
+def test_a_stopped_release_is_said_when_it_comes_back_and_cancelled_with_the_master_stopped(runtime, held, capsys):
+    """Issue 43 case 7. ./release stop loses the worker of the running release: Buildbot takes it up again
+    on the next start (the worker-lost guard counts it), and a new ./release waits behind it: both say so.
+    The second stop says that the guard fails it; --cancel needs no running master."""
+    local.start(runtime)
+    api = admin(runtime)
+    bsid, build = held_release(api, held)
+    root = str(runtime.root)
+    capsys.readouterr()
+    assert release_cli("stop", "--runtime", root) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said == [
+        f"{label(build)} stops with the worker; it starts again from its first step on the next ./release or "
+        "./release up",
+        f"to cancel it instead: ./release stop --cancel --runtime {root}",
+        f"stopping {runtime.worker}", f"stopping {runtime.master}"], said
+    assert len(incomplete_requests(runtime)) == 1
+
+    # ./release starts the master and the worker; the stopped release comes back first.
+    second = SecondRelease(runtime)
+    try:
+        api = admin_when_up(runtime)
+        again = wait_for("held build taken up again", lambda: running_step(api, bsid, "clean"))
+        assert again["buildid"] != build["buildid"]
+        steps = api.get(f"builds/{again['buildid']}/steps")["steps"]
+        guard = next(s for s in steps if s["name"] == "worker-lost-guard")
+        assert guard["state_string"] == "worker lost 1 times before"
+        lost_once = "; its worker was lost 1 time before"
+        second.said(f"waiting behind {label(again, lost_once)}: ./release stop --cancel --runtime {root} cancels it, "
+                    "and this release too")
+        wait_for("held build in its instrumented step", lambda: running_step(api, bsid, "instrumented"))
+
+        capsys.readouterr()
+        assert release_cli("stop", "--runtime", root) == 0
+        said = capsys.readouterr().out.splitlines()
+        assert said[0] == (f"{label(again, lost_once)} stops with the worker; it fails on the next start: the "
+                           "worker-lost guard gives up on a build request whose worker was lost 2 times "
+                           "(max_lost_workers = 2)"), said
+        assert said[1].startswith("release 1.0.0 (release-local, queued since "), said
+        assert said[1].endswith(") stays queued; it starts on the next ./release or ./release up"), said
+        assert said[2] == f"to cancel them instead: ./release stop --cancel --runtime {root}", said
+        assert second.end() == 1
+        assert second.printed[-1] == ("release: error: the master stopped: release 1.0.0 starts again on the next "
+                                      f"./release or ./release up, unless ./release stop --cancel --runtime {root} "
+                                      "cancelled it"), second.printed
+    finally:
+        second.kill()
+    assert len(incomplete_requests(runtime)) == 2
+
+    # Everything stopped: the master starts alone, without a worker to take the requests up.
+    assert release_cli("stop", "--cancel", "--runtime", root) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[:2] == ["the master is not running: starting it alone to cancel what it would start again",
+                        f"starting the master in {runtime.master}"], said
+    assert said[2].startswith(f"cancelling release {HELD_VERSION} (release-local, queued since "), said
+    assert said[2].endswith("; its worker was lost 2 times before)"), said
+    assert said[3].startswith("cancelling release 1.0.0 (release-local, queued since "), said
+    assert said[4:] == ["cancelled 2 build requests: none is left to start again", f"stopping {runtime.master}"], said
+    assert incomplete_requests(runtime) == []
+    assert not local.running_pid(runtime.worker) and not local.running_pid(runtime.master)
+
+
+def test_stop_cancel_without_a_master_is_one_error_line(tmp_path, capsys):
+    assert release_cli("stop", "--cancel", "--runtime", str(tmp_path)) == 1
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [f"release: error: --cancel: no master in {tmp_path / 'master'}, "
+                                        "so nothing to cancel"]
+    assert printed.out == ""
