@@ -24,8 +24,9 @@ over for an older workload. The import names the workload version that trained t
 profile, and so do `list` and `verify` (`show`: the manifest's training). A
 named profile of another product, target, GCC version or flags fingerprint is
 refused before building. A damaged entry is passed over and named, never taken
-(`pgo archive verify` says what is wrong). GCC also checksums each function's
-source file path and line: a profile applies in full only
+(`pgo archive verify` says what is wrong): "latest" trusts no manifest, and takes
+no profile.tar.xz, that sha256sums.txt does not prove. GCC also checksums each
+function's source file path and line: a profile applies in full only
 to builds from the same source path, which pgo/source.py gives every build of one
 product line (its line's tree in the download cache), so a profile of 10.11.18 keeps
 every function 10.11.19 did not change or move; other source is stale: the optimised build fails when GCC discarded the
@@ -58,9 +59,12 @@ from pgo.archive_model import (
     MANIFEST_FORMAT,
     RANK,
     STAGED_KIND,
+    UNORDERED,
     Entry,
     Gone,
-    root_of,
+    build_root,
+    orderable,
+    workload_version,
 )
 from pgo.checksums import SUMS, sha256_file
 from pgo.config import build_config
@@ -131,7 +135,7 @@ def store(workdir, root, kind, out=print):
     """
     settings = workdir.load_settings()
     if settings.profile_from:
-        source = find(root_of(settings.archive), archived_entry(workdir, "archived"))
+        source = find(build_root(settings), archived_entry(workdir, "archived"))
         verify(source)
         entry = Entry(root, source.name)
         fill = lambda partial: copy_entry(source, partial)
@@ -222,6 +226,11 @@ def manifest_of(workdir, kind):
                      **{key: os.environ.get(var) for key, var in BUILDBOT_ENV.items()}},
         "created": datetime.now(UTC).isoformat(timespec="microseconds"),
     }
+    workload = workload_version(manifest)
+    if workload is not None and not orderable(workload):
+        # Stored, it would sort below every other profile of its line, however new its workload.
+        raise PipelineError(f"profile {current_id}: its training's report names workload version {workload!r}, "
+                            f"{UNORDERED}: not archived (give the workload such a version and train again)")
     return manifest, files
 
 
@@ -229,9 +238,9 @@ def existing(entry, out):
     """The same profile is archived already: fine if intact, an error if damaged (never overwritten)."""
     problems = check_sums(entry)
     if problems:
-        raise PipelineError(f"profile {entry.profile_id} is archived already as {entry.name}, but that entry is "
-                            f"damaged ({problems[0]}); move it aside, then store again")
-    out(f"profile {entry.profile_id} is archived already as {entry.name}")
+        raise PipelineError(f"profile {entry.profile_id} is archived already as {entry.name} in {entry.root}, but "
+                            f"that entry is damaged ({problems[0]}); move it aside, then store again")
+    out(f"profile {entry.profile_id} is archived already as {entry.name} in {entry.root}")
 
 
 def settle_kind(entry, wanted, out):
@@ -396,13 +405,37 @@ def readable_functions(directory, files, version):
     return result.stdout.count("tag one function") // 2   # each function read from both inputs
 
 
-def check_sums(entry):
+def check_sums(entry, names=None):
+    """What is wrong with an entry's files against sha256sums.txt: with those named, else with all of them."""
     if not (entry.path / SUMS).is_file():
         return [f"{SUMS} is missing"]
     listed = listed_sums(entry)
-    promoted = (entry.path / KIND).is_file() or KIND in listed
-    problems = [sum_problem(entry, name, listed) for name in (ARCHIVE, MANIFEST, *([KIND] if promoted else []))]
+    if names is None:
+        promoted = (entry.path / KIND).is_file() or KIND in listed
+        names = (ARCHIVE, MANIFEST, *([KIND] if promoted else []))
+    problems = [sum_problem(entry, name, listed) for name in names]
     return [problem for problem in problems if problem]
+
+
+def sums_damage(entry, names=None):
+    """check_sums' problems in one line that names the entry, or None."""
+    problems = check_sums(entry, names)
+    return f"archived profile {entry.name} is damaged: {'; '.join(problems)}" if problems else None
+
+
+def damage_of(entry, names):
+    """sums_damage of these files of an entry, read under its lock (never between a promotion's steps)."""
+    with held(entry):
+        return sums_damage(entry, names)
+
+
+def proven_manifest(entry):
+    """The manifest, as sha256sums.txt proves it: one changed by hand decides nothing (`latest` chooses by it)."""
+    manifest = entry.manifest()
+    damaged = damage_of(entry, (MANIFEST,))
+    if damaged:
+        raise PipelineError(damaged)
+    return manifest
 
 
 def listed_sums(entry):
@@ -434,9 +467,9 @@ def unpack(entry, dest):
 
 
 def unpack_held(entry, dest):
-    problems = check_sums(entry)
-    if problems:
-        raise PipelineError(f"archived profile {entry.name} is damaged: {'; '.join(problems)}")
+    damaged = sums_damage(entry)
+    if damaged:
+        raise PipelineError(damaged)
     manifest = entry.manifest()
     outer = (entry.path / MANIFEST).read_bytes()
     expected = {f["name"]: f for f in manifest.get("files", [])}

@@ -6,7 +6,7 @@ import sys
 
 from pgo import PipelineError, archive, archive_model
 from pgo.archive import archived_entry, entries, find, kind_of, promote, prune, store, sweep_leftovers, verify
-from pgo.archive_model import DAMAGE, KINDS, Gone, damage, root_of, trained_by, workload_version
+from pgo.archive_model import DAMAGE, KINDS, Gone, build_root, damage, root_of, trained_by, workload_version
 from pgo.errors import fail
 from pgo.reuse import unpublished_kind
 from pgo.workdir import Workdir
@@ -52,8 +52,8 @@ def register(subparsers):
 def cmd_store(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
-    root = root_of(args.archive or settings.archive)
-    store(workdir, root, args.kind or unpublished_kind(settings))
+    # As --help says, not the work directory's archive: storing there is what its archive phase did.
+    store(workdir, root_of(args.archive), args.kind or unpublished_kind(settings))
 
 
 def cmd_promote(args):
@@ -62,9 +62,11 @@ def cmd_promote(args):
     if args.name:
         promote(root_of(args.archive), args.name, args.kind)
         return
-    # The archive the work directory's build stored into and reused from, as `store` takes it.
+    # Without --archive, the archive the work directory's build stored into and reused from: a copy of it in
+    # $PGO_ARCHIVE's (a mirror, an upload) keeps its own kinds.
     workdir = Workdir(args.workdir)
-    promote(root_of(args.archive or workdir.load_settings().archive), archived_entry(workdir, "promoted"), args.kind)
+    root = root_of(args.archive) if args.archive else build_root(workdir.load_settings())
+    promote(root, archived_entry(workdir, "promoted"), args.kind)
 
 
 def cmd_list(args):

@@ -24,7 +24,8 @@ the old one as kind.json.next until they prove it, then takes its place. The
 next command that reads or changes the entry undoes a promotion killed before
 that commit, and finishes one killed after it.
 
-The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles. A
+The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles (`promote
+--workdir`: else the archive the work directory's build used). A
 Buildbot builder points --archive at a worker directory that it uploads to the
 master's archive, and every pgo step sets PGO_BUILDER and PGO_BUILD_NUMBER (the
 builder's name and the build's number, pgo/protocol.py) for the manifest.
@@ -36,6 +37,7 @@ entry reads it itself.
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,15 +57,32 @@ STAGED_KIND = "kind.json.next"      # a change of kind on its way (pgo/archive.p
 BUILDBOT_ENV = {"builder": BUILDER_ENV, "build_number": BUILD_NUMBER_ENV}
 
 
-def default_root() -> Path:
-    if os.environ.get("PGO_ARCHIVE"):
-        return Path(os.environ["PGO_ARCHIVE"]).resolve()
-    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return (data / "pgo" / "profiles").resolve()
+def root_of(archive_option: str | None, given_as: str = "--archive") -> Path:
+    """The archive's root: archive_option (which the user gave as `given_as`), else $PGO_ARCHIVE, else the default.
+
+    A file where the root or a folder above it would be is refused: read as an archive it would
+    hold no entries, and list, verify and `latest` would say so instead of naming the mistake.
+    """
+    if archive_option:
+        root, named = Path(archive_option), f"{given_as} {archive_option}"
+    elif os.environ.get("PGO_ARCHIVE"):
+        root, named = Path(os.environ["PGO_ARCHIVE"]), f"$PGO_ARCHIVE {os.environ['PGO_ARCHIVE']}"
+    else:
+        data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        root = data / "pgo" / "profiles"
+        named = f"the default profile archive {root}"
+    root = root.resolve()
+    existing = next(path for path in (root, *root.parents) if path.exists())
+    if not existing.is_dir():
+        if existing != root:
+            raise PipelineError(f"{named}: {existing} is a file, not a folder")
+        raise PipelineError(f"{named} is a file, not a profile archive folder")
+    return root
 
 
-def root_of(archive_option: str | None) -> Path:
-    return Path(archive_option).resolve() if archive_option else default_root()
+def build_root(settings) -> Path:
+    """The archive a work directory's build stores into and reuses from: its `pgo build --archive`, resolved."""
+    return root_of(settings.archive, "the work directory's archive (its build's --archive)")
 
 
 # --- entries ------------------------------------------------------------------
@@ -127,12 +146,26 @@ def workload_version(manifest: Mapping[str, Any]) -> str | None:
     return None if version is None else str(version)
 
 
+# ASCII digits only: str.isdigit() also takes '²', which int() refuses.
+WORKLOAD_VERSION_FORM = re.compile(r"[0-9]+(\.[0-9]+)*")
+UNORDERED = "not of the form N.N... (ASCII digits and dots) by which `--profile-from latest` orders profiles"
+
+
+def orderable(version: str | None) -> bool:
+    return version is not None and WORKLOAD_VERSION_FORM.fullmatch(version) is not None
+
+
 def workload_key(manifest: Mapping[str, Any]) -> tuple[int, ...]:
-    """Sorts newer workload versions higher, and a profile whose workload is unknown lowest."""
-    parts = (workload_version(manifest) or "").split(".")
-    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else ()
+    """Sorts newer workload versions higher, and a profile whose workload is unknown, or of a version
+    that is not of the form N.N... (so not ordered), lowest."""
+    version = workload_version(manifest)
+    return tuple(int(part) for part in version.split(".")) if orderable(version) else ()
 
 
 def trained_by(manifest: Mapping[str, Any]) -> str:
     version = workload_version(manifest)
-    return f"workload version {version}" if version else "a workload of unknown version (its manifest names none)"
+    if not version:
+        return "a workload of unknown version (its manifest names none)"
+    if not orderable(version):
+        return f"workload version {version!r} ({UNORDERED}: ordered below every other)"
+    return f"workload version {version}"

@@ -6,8 +6,8 @@ archive). The archive itself, its entries and how they are stored: pgo/archive.p
 import shutil
 
 from pgo import PipelineError, atomic, contract
-from pgo.archive import compiler_target, entries, find, kind_of, store, unpack
-from pgo.archive_model import DAMAGE, Gone, damage, root_of, trained_by, workload_key
+from pgo.archive import compiler_target, damage_of, entries, find, kind_of, proven_manifest, store, unpack
+from pgo.archive_model import ARCHIVE, DAMAGE, Gone, build_root, damage, trained_by, workload_key
 from pgo.config import build_config
 from pgo.toolchain import build_environment, detect, fingerprint
 from pgo.versions import version_key, version_line
@@ -35,12 +35,14 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
     """Newest compatible profile of this product line, from this version or an older one.
 
     A damaged entry is passed over, and named, not taken: one bad entry must not stop every
-    later build that reuses profiles (the entry taken is checked in full when it is unpacked).
+    later build that reuses profiles. Every manifest is checked against its checksum before it is
+    trusted, the profile.tar.xz of each candidate, best first, until one is intact (the entry
+    taken is checked in full when it is unpacked).
     """
     candidates, passed_over = [], []
     for entry in entries(root):
         try:
-            m = entry.manifest()
+            m = proven_manifest(entry)
             if (kind_of(entry) != "pending" and m["product"] == product and m["line"] == version_line(version)
                     and version_key(m["version"]) <= version_key(version)
                     and not incompatibilities(m, product, target, compiler_version, flags_fingerprint)):
@@ -49,19 +51,32 @@ def latest(root, product, version, target, compiler_version, flags_fingerprint):
             continue
         except DAMAGE as e:
             passed_over.append(damage(entry, e))
+    # A newer training workload first: it was changed because the older one missed code that
+    # matters (docs/training-limit-11.8.6-minimal-11.8/), which a newer release does not make up for.
+    candidates.sort(key=lambda c: c[0], reverse=True)
+    chosen, damaged = None, 0
+    for candidate in candidates:
+        _, entry, _ = candidate
+        try:
+            problem = damage_of(entry, (ARCHIVE,))
+        except Gone:
+            continue
+        if not problem:
+            chosen = candidate
+            break
+        passed_over.append(problem)
+        damaged += 1
     for problem in passed_over:
         print(f"[import] passed over a damaged entry: {problem} (see `pgo archive verify`)", flush=True)
-    if not candidates:
+    if not chosen:
         raise PipelineError(f"no archived profile in {root} fits {product} {version_line(version)}.x up to "
                             f"{version} built by GCC {compiler_version} for {target} with flags "
                             f"{flags_fingerprint}" + passed_over_note(passed_over))
-    # A newer training workload first: it was changed because the older one missed code that
-    # matters (docs/training-limit-11.8.6-minimal-11.8/), which a newer release does not make up for.
-    (workload, *newest), entry, m = max(candidates, key=lambda c: c[0])
+    (workload, *newest), entry, m = chosen
     print(f"[import] latest is {entry.name}: {m['product']} {m['version']}, trained by {trained_by(m)}; the "
-          f"newest training workload, then the newest version, of {len(candidates)} compatible profiles",
+          f"newest training workload, then the newest version, of {len(candidates) - damaged} compatible profiles",
           flush=True)
-    for (their_workload, *their_newest), other, theirs in sorted(candidates, key=lambda c: c[0], reverse=True):
+    for (their_workload, *their_newest), other, theirs in candidates:
         if their_workload < workload and their_newest > newest:
             print(f"[import] passed over {other.name} ({theirs['product']} {theirs['version']}): trained by "
                   f"{trained_by(theirs)}, older than the chosen one's", flush=True)
@@ -115,7 +130,7 @@ def reuse_limits(manifest, accept_stale=False):
 def import_profile(ctx, log):
     """The reuse pipeline's phase: unpack the archived profile, check it fits, say how stale it is."""
     s = ctx.settings
-    entry = find(root_of(s.archive), s.profile_from)
+    entry = find(build_root(s), s.profile_from)
     manifest = entry.manifest()
     differs = incompatibilities(manifest, ctx.product.name, compiler_target(ctx.compiler.cc),
                                 ctx.compiler.version, fingerprint(ctx.config, ctx.environment))
@@ -148,7 +163,7 @@ def import_profile(ctx, log):
 
 def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
-    entry = store(ctx.workdir, root_of(ctx.settings.archive), unpublished_kind(ctx.settings),
+    entry = store(ctx.workdir, build_root(ctx.settings), unpublished_kind(ctx.settings),
                   out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
     contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
                    {"root": str(entry.root), "entry": entry.name, "kind": kind_of(entry)})

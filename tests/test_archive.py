@@ -818,3 +818,121 @@ def test_a_reused_profile_keeps_its_archived_id_in_every_record(archive_copy, tm
     ok(store(work, tmp_path / "release-archive", "--kind", "release"))
     assert only_entry(tmp_path / "release-archive").name == entry.name
     ok(pgo("archive", "promote", "--workdir", work, archive_root=archive_copy))
+
+
+# --- a hostile user's faults (issue 43) -------------------------------------------
+
+def flip_a_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def edit_by_hand(entry_path):
+    """A manifest changed the way an editor would, its checksum left as it was."""
+    manifest = json.loads((entry_path / archive_model.MANIFEST).read_text())
+    manifest["built_by"]["host"] = "edited-by-hand"
+    (entry_path / archive_model.MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+DAMAGE_SINCE_STORED = {
+    "a byte of profile.tar.xz changed": (lambda path: flip_a_byte(path / archive_model.ARCHIVE),
+                                         "profile.tar.xz does not match its checksum"),
+    "manifest.json edited by hand": (edit_by_hand, "manifest.json does not match its checksum"),
+}
+
+
+@pytest.mark.parametrize("fault", DAMAGE_SINCE_STORED)
+def test_latest_passes_over_an_entry_damaged_since_it_was_stored_and_takes_an_intact_older_one(
+        nightlies, tmp_path, fault):
+    """1.0.2's own profile would be latest for 1.0.2; damaged, it is named and 1.0.1's is taken."""
+    damage, problem = DAMAGE_SINCE_STORED[fault]
+    root, older, newer = nightlies_copy(nightlies, tmp_path / "copy")
+    damage(newer.path)
+    src = fixture_source(tmp_path / "src", "1.0.2")
+    reuse = tmp_path / "reuse"
+    result = ok(build(reuse, root, "--profile-from", "latest", version="1.0.2", source=src))
+    passed_over = [line for line in result.stdout.splitlines() if line.startswith("[import] passed over")]
+    assert len(passed_over) == 1 and newer.name in passed_over[0] and problem in passed_over[0], result.stdout
+    chosen = [line for line in result.stdout.splitlines() if line.startswith("[import] latest is")]
+    assert len(chosen) == 1 and older.name in chosen[0], chosen
+    assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == older.profile_id
+    # With no intact entry left, the one error line names every damaged one it passed over.
+    damaged = snapshot(root)
+    damage(older.path)
+    error = one_line_error(build(tmp_path / "none", root, "--profile-from", "latest", version="1.0.2", source=src),
+                           "no archived profile", "(passed over 2 damaged: ", newer.name, older.name, problem)
+    assert error.count(problem) == 2, error
+    assert snapshot(root).keys() == damaged.keys()
+
+
+# '²' is a digit to str.isdigit(), not to int(): a workload version of it, once archived, made every
+# `latest` of its line a traceback.
+ODD_WORKLOAD = "1.\u00b2"
+
+
+def test_a_workload_version_latest_cannot_order_is_never_archived(tmp_path):
+    src = fixture_source(tmp_path / "src", "1.0.0", WORKLOAD_DEFINE, f'define WORKLOAD_VERSION "{ODD_WORKLOAD}"',
+                         file="main.c")
+    root = tmp_path / "archive"
+    one_line_error(build(tmp_path / "odd", root, source=src), f"workload version {ODD_WORKLOAD!r}", "not archived")
+    assert archive.entries(root) == []
+    one_line_error(store(tmp_path / "odd", root), f"workload version {ODD_WORKLOAD!r}", "not archived")
+    assert archive.entries(root) == []
+
+
+def test_latest_sorts_a_profile_of_a_workload_version_it_cannot_order_below_every_other(
+        trained, archive_copy, tmp_path):
+    """As an older pgo archived it: a release of the line, made after the intact one, which latest takes."""
+    intact = only_entry(archive_copy)
+    manifest = intact.manifest()
+    manifest.update(kind="release", profile_id="1.0.0-0123456789ab", created="2999-01-01T00:00:00.000000+00:00")
+    manifest["training"]["workload_version"] = ODD_WORKLOAD
+    odd = archive_model.Entry.of(archive_copy, manifest)
+    odd.path.mkdir()
+    archive.write_entry(odd.path, manifest, sorted((trained[0] / "profile").glob("*.gcda")))
+    reuse = tmp_path / "reuse"
+    result = ok(build(reuse, archive_copy, "--profile-from", "latest"))
+    chosen = [line for line in result.stdout.splitlines() if line.startswith("[import] latest is")]
+    assert len(chosen) == 1 and intact.name in chosen[0], result.stdout
+    assert json.loads((reuse / "build-info.json").read_text())["profile_id"] == intact.profile_id
+    verified = ok(pgo("archive", "verify", odd.name, archive_root=archive_copy)).stdout
+    assert f"workload version {ODD_WORKLOAD!r} (not of the form" in verified, verified
+
+
+def test_store_by_hand_goes_to_pgo_archive_as_its_help_says_and_names_the_archive(trained, archive_copy, tmp_path):
+    """Not to the work directory's archive, which its archive phase stored into already."""
+    work, trained_root = trained
+    kept = snapshot(trained_root)
+    from_env = tmp_path / "from-env"
+    assert "$PGO_ARCHIVE" in ok(pgo("archive", "store", "--help", archive_root=from_env)).stdout
+    first = ok(pgo("archive", "store", "--workdir", work, archive_root=from_env))
+    entry = only_entry(from_env)
+    assert entry.name == only_entry(trained_root).name
+    assert f"as {entry.name} in {from_env.resolve()}" in first.stdout, first.stdout
+    again = ok(pgo("archive", "store", "--workdir", work, archive_root=from_env))
+    assert f"archived already as {entry.name} in {from_env.resolve()}" in again.stdout, again.stdout
+    explicit = ok(store(work, archive_copy))       # --archive before $PGO_ARCHIVE
+    assert f"archived already as {entry.name} in {archive_copy.resolve()}" in explicit.stdout, explicit.stdout
+    assert snapshot(trained_root) == kept
+
+
+def test_a_file_given_as_the_archive_is_refused_by_every_command(trained, tmp_path):
+    work, trained_root = trained
+    not_a_folder = tmp_path / "profiles.txt"
+    not_a_folder.write_text("a file, not an archive\n")
+    entry = only_entry(trained_root)
+    for command in (["list"], ["list", "--json"], ["verify"], ["verify", entry.name], ["show", entry.name],
+                    ["prune", "--keep", "1"], ["promote", entry.name], ["promote", "--workdir", work],
+                    ["store", "--workdir", work]):
+        result = pgo("archive", *command, "--archive", not_a_folder, archive_root=trained_root)
+        one_line_error(result, f"--archive {not_a_folder} is a file, not a profile archive folder")
+        assert result.stdout == "", (command, result.stdout)
+    one_line_error(pgo("archive", "list", archive_root=not_a_folder),
+                   f"$PGO_ARCHIVE {not_a_folder} is a file, not a profile archive folder")
+    below = not_a_folder / "profiles"
+    one_line_error(pgo("archive", "list", "--archive", below, archive_root=trained_root),
+                   f"--archive {below}: {not_a_folder} is a file, not a folder")
+    one_line_error(build(tmp_path / "w", not_a_folder, "--archive", not_a_folder),
+                   f"--archive {not_a_folder} is a file")
+    assert not_a_folder.read_text() == "a file, not an archive\n" and not (tmp_path / "w").exists()
