@@ -14,6 +14,7 @@ check, the staged tree and the packages name it, so a label can only come from
 the check of the very tree that holds the binary.
 """
 
+import os
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -27,8 +28,11 @@ from pgo.protocol import (
     ARCHIVE_RECORD,
     BINTAR_TREE,
     BOLT_CHECK,
+    BOLT_OUTPUTS,
     BUILD_INFO,
+    OPTIMIZED_OUTPUTS,
     PACKAGE_INFO,
+    PLAIN_OUTPUTS,
     PROFILE,
     PROFILE_CHECK,
     PROFILE_USE,
@@ -36,6 +40,7 @@ from pgo.protocol import (
     SETTINGS,
     SOURCE_RECORD,
     STAGE,
+    STAGE_OUTPUTS,
     STATE,
     TESTS,
     TRAINING_COUNTS,
@@ -85,10 +90,20 @@ ITEMS = (
     Item(BOLT_CHECK, ("bolt",), ("stage", "pgo package"),
          "BOLT's check of the binary it rewrote: passed or not, the profile's functions that matched and did not, "
          "the code it moved, the BOLTed binary's checksum and the build token of its tree, with its identity"),
+    Item(OPTIMIZED_OUTPUTS, ("optimized",), ("bolt", "stage", "pgo package"),
+         "every ELF file and static archive of the optimised build tree its check proved, by checksum: what bolt "
+         "reads, stage installs and the packagers take must still be it"),
+    Item(BOLT_OUTPUTS, ("bolt",), ("stage", "pgo package"),
+         "the same of the tree with the BOLTed binary in it"),
     Item(ARCHIVE_RECORD, ("archive",), ("pgo package", "pgo archive promote"),
          "the archive entry of the profile, and its kind when stored"),
     Item("build/plain", ("plain",), ("stage",), "the plain build tree; its build token"),
+    Item(PLAIN_OUTPUTS, ("plain",), ("stage", "pgo package"),
+         "every ELF file and static archive of the plain build tree its check proved, by checksum"),
     Item(STAGE, ("stage",), ("test", "pgo package"), "the installed tree the packagers take"),
+    Item(STAGE_OUTPUTS, ("stage",), ("test", "pgo package"),
+         "every ELF file and static archive stage installed, by checksum: what the tests run and the packagers "
+         "take must still be it"),
     Item(BUILD_INFO, ("stage",), ("test", "pgo package"),
          "the staged build: its identity, build token and profile check, copied from the build that made it"),
     Item(TESTS, ("test",), ("pgo test-verdict",),
@@ -278,6 +293,57 @@ def build_token(build_dir):
     return read_json(path) if path.is_file() else None
 
 
+# --- the proven outputs ---------------------------------------------------------
+
+# The files a phase's proof or install vouches for, per phase; a tree changed after it (rebuilt with
+# other flags, a binary copied over) is named before anything installs, tests or ships it.
+PROVEN_OUTPUTS = {"optimized": OPTIMIZED_OUTPUTS, "plain": PLAIN_OUTPUTS, "bolt": BOLT_OUTPUTS,
+                  "stage": STAGE_OUTPUTS}
+ELF_MAGIC, AR_MAGIC = b"\x7fELF", b"!<arch>\n"
+
+
+def compiled_outputs(tree):
+    """{path relative to tree: sha256} of every ELF file and static archive in it, links not followed:
+    what a compile or a link makes."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames.sort()
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                head = f.read(len(AR_MAGIC))
+            if head.startswith(ELF_MAGIC) or head == AR_MAGIC:
+                found[os.path.relpath(path, tree)] = sha256_file(path)
+    return found
+
+
+def record_outputs(ctx, phase, tree):
+    """Record what `phase` proved or installed in tree (PROVEN_OUTPUTS)."""
+    write(ctx, phase, PROVEN_OUTPUTS[phase], {"tree": tree.name, "files": compiled_outputs(tree)})
+
+
+def require_outputs(workdir, phase, tree, remedy, renamed=None):
+    """Refuse unless tree holds exactly what `phase` recorded (record_outputs). renamed: {path now: path
+    recorded} for a file a later phase kept under another name (the linked binary BOLT keeps beside its own)."""
+    record = workdir.root / PROVEN_OUTPUTS[phase]
+    if not record.is_file():
+        raise PipelineError(f"{workdir.root} has no {record.name}: what phase {phase} made in {tree} is not on "
+                            f"record, so nothing proves it is what the phase checked: {remedy}")
+    proven = read_json(record)["files"]
+    now = compiled_outputs(tree)
+    for kept, recorded in (renamed or {}).items():
+        if kept in now:
+            now[recorded] = now.pop(kept)
+    changed = sorted(p for p in proven.keys() | now.keys() if proven.get(p) != now.get(p))
+    if changed:
+        first = changed[0]
+        how = "is new" if first not in proven else "is gone" if first not in now else "changed"
+        raise PipelineError(f"{tree / first} {how} since phase {phase} {'installed' if phase == 'stage' else 'proved'} "
+                            f"the tree ({len(changed)} of its {len(proven)} compiled files differ): {remedy}")
+
+
 # --- what the commands after the pipeline rely on -------------------------------
 
 def staged_build(workdir):
@@ -314,6 +380,9 @@ def staged_build(workdir):
                                 "never packaged as PGO; `pgo package --as-plain` packages a plain build of it")
         if info.get("bolt") is not None and checked_bolt(workdir, workdir.build(variant)) != info["bolt"]:
             raise PipelineError(f"the staged build's BOLT check is not {workdir.root / BOLT_CHECK}: rerun phase stage")
+    proven = "bolt" if info.get("bolt") is not None else variant
+    require_outputs(workdir, proven, workdir.build(variant), f"run phase {variant} again, then the phases after it")
+    require_outputs(workdir, "stage", workdir.stage, "rerun phase stage")
     return info
 
 

@@ -110,9 +110,12 @@ def profile_use(profile_id, verdict):
     """The optimised build's verdict: how much of the hot code got the profile, the compiler's
     warnings, and whether the profile was trained on other source (stale)."""
     stale = "stale " if verdict.get("stale") else ""
+    traces = verdict["traces"]
     return tagged("optimized", f"{stale}profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
                                f"{verdict['hot_objects']} hot objects (in effect in {verdict['hot_in_effect']}, "
-                               f"by their own records); {verdict['missing_profile']} objects without profile, "
+                               f"by their own records; hot code laid out in {traces['traced']} of the "
+                               f"{traces['expected']} whose profile has some); {verdict['missing_profile']} objects "
+                               "without profile, "
                                f"{verdict['coverage_mismatch']} coverage mismatches, "
                                f"{verdict['functions_without_profile']} functions without profile")
 

@@ -285,7 +285,10 @@ def build_optimized(ctx, log):
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
     records = prove_variant(ctx, log, "optimized")
-    verdict = profile.judge_use(warnings, records, ctx.profile, build_dir, ctx.product.hot_dirs,
+    traces = proof.traces(build_dir, ctx.profile, profile.hot_only(profile.compiled_objects(build_dir),
+                                                                  ctx.product.hot_dirs),
+                          gcov_binary("gcov-dump", ctx.compiler.version))
+    verdict = profile.judge_use(warnings, records, traces, ctx.profile, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict.update(profile_id=profile_id, stale=stale is not None, trained_on=stale)
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
@@ -293,6 +296,7 @@ def build_optimized(ctx, log):
     print(lines.profile_use(profile_id, verdict), flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
+    contract.record_outputs(ctx, "optimized", build_dir)
 
 
 def bolt_binary(ctx, log):
@@ -303,6 +307,9 @@ def bolt_binary(ctx, log):
     paths = server_binary(ctx.product.name)
     binary = tree / paths["binary"]
     linked = bolt.original(binary)
+    # BOLT's input is the linked binary the optimised build's check proved, kept beside the BOLTed one.
+    contract.require_outputs(ctx.workdir, "optimized", tree, "run phase optimized again",
+                             renamed={str(linked.relative_to(tree)): paths["binary"]})
     folder = ctx.workdir.bolt
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -336,6 +343,7 @@ def bolt_binary(ctx, log):
     if not check["passed"]:
         raise PipelineError("; ".join(check["problems"]))
     atomic.copy(output, binary)
+    contract.record_outputs(ctx, "bolt", tree)
 
 
 def stale_origin(check):
@@ -361,6 +369,7 @@ def build_plain(ctx, log):
         raise PipelineError(f"the plain build's object {first}.o was not compiled as a build without profile of "
                             f"this configuration: {', '.join(records['faults'][first])} (its own record of its "
                             f"options; {len(records['faults'])} of {records['objects']} objects)")
+    contract.record_outputs(ctx, "plain", ctx.workdir.build("plain"))
 
 
 def stage(ctx, log):
@@ -375,8 +384,11 @@ def stage(ctx, log):
     if check and not check["passed"]:
         raise PipelineError(f"the optimised build did not pass its profile check: {'; '.join(check['problems'])}")
     bolt_check = contract.checked_bolt(ctx.workdir, build_dir) if check and ctx.config.bolt else None
+    contract.require_outputs(ctx.workdir, "bolt" if bolt_check else variant, build_dir,
+                             f"run phase {variant} again, then the phases after it")
     install(build_dir, ctx.workdir.stage, log)
     link_staged_plugins(ctx.product.stage_links, ctx.workdir.stage, log)
+    contract.record_outputs(ctx, "stage", ctx.workdir.stage)
     identity = check["identity"] if check else built["identity"]
     write_json(ctx.workdir.root / contract.BUILD_INFO, {
         "product": ctx.product.name,
@@ -416,6 +428,7 @@ def link_staged_plugins(links, stage, log):
 
 
 def run_tests(ctx, log):
+    contract.require_outputs(ctx.workdir, "stage", ctx.workdir.stage, "rerun phase stage")
     testrun.run_tests(ctx, log, **ctx.overrides.get("test", {}))
 
 

@@ -15,8 +15,10 @@ from collections import Counter
 from pathlib import Path
 
 from pgo import PipelineError, process
+from pgo.protocol import MIN_TRACED
 
-MISSING_PROFILE = re.compile(r"‘?'?([^\s‘’']+\.gcda)’?'? profile count data file not found")
+MISSING_PROFILE_SAID = "profile count data file not found"
+MISSING_PROFILE = re.compile(r"‘?'?([^\s‘’']+\.gcda)’?'? " + MISSING_PROFILE_SAID)
 COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
 # A function whose source lines or source file path changed since training:
 # measured with GCC 12, such an object compiles exactly as with no profile at
@@ -320,10 +322,10 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects):
     .gcda, or a function the .gcda has no counters for), mismatch_hot_objects (GCC dropped a
     function's counters: its control flow or lines changed since training).
     """
-    missing = set()
-    for match in MISSING_PROFILE.finditer(log_text):
-        name = Path(match.group(1)).name
-        missing.add(object_of(name))
+    missing = {object_of(Path(match.group(1)).name) for match in MISSING_PROFILE.finditer(log_text)}
+    # By the object whose compile said it, too: a compile that looked for its .gcda under another name
+    # (compiled to another output path, as distcc and icecc do in effect) names a file of no object here.
+    missing |= warned_objects(log_text, MISSING_PROFILE_SAID)
     functions_without = set(FUNCTION_WITHOUT_PROFILE.findall(log_text))
     sources = objects_by_source(objects)
     for source_file, _function in functions_without:
@@ -377,7 +379,7 @@ def objects_by_source(objects):
     return sources
 
 
-def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
+def judge_use(warnings, records, traces, profile_dir, build_dir, hot_dirs, max_mismatch, min_hot_coverage):
     """Whether the optimised build really used its profile: the verdict, with the hot coverage and
     `passed`; `problems` says why not.
 
@@ -385,6 +387,8 @@ def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch,
     pgo/proof.py prove()) must show the profile in effect, and a hot object counts as covered only
     when, besides, its .gcda is in the profile and no warning of the compiler took its profile
     away (compiler_warnings()), a function's counters dropped for a changed control flow included.
+    And the code itself must show that the compiles read the profile (traces, from pgo/proof.py
+    traces()): options and warnings only say what the compiler was told and chose to say.
     """
     hot_objects = hot_only(compiled_objects(build_dir), hot_dirs)
     if not hot_objects:
@@ -392,7 +396,12 @@ def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch,
     in_effect = set(records["in_effect"])
     with_data = {object_of(p.name) for p in gcda_files(profile_dir) if p.stat().st_size > 0}
     taken = set(warnings["missing_hot_objects"]) | set(warnings["mismatch_hot_objects"])
-    covered = [o for o in hot_objects if o in in_effect and o in with_data and o not in taken]
+    # The objects the code must show the profile in: hot code in their profile, no warning that took it
+    # away (those are not covered anyway), and not possibly all startup code.
+    judged = [o for o in traces["expected"] if o not in taken and o not in traces["startup"]]
+    traced = [o for o in judged if o in traces["traced"]]
+    untraced = sorted(set(judged) - set(traced))
+    covered = [o for o in hot_objects if o in in_effect and o in with_data and o not in taken and o not in untraced]
     coverage = len(covered) / len(hot_objects)
     problems = []
     faults = records["faults"]
@@ -411,9 +420,16 @@ def judge_use(warnings, records, profile_dir, build_dir, hot_dirs, max_mismatch,
     elif coverage < min_hot_coverage:
         problems.append(f"only {coverage:.0%} of the hot objects got a profile (minimum "
                         f"{min_hot_coverage:.0%}): the profile does not fit this build")
+    if judged and len(traced) < MIN_TRACED * len(judged):
+        problems.append(f"the profile left no trace in the code: {len(traced)} of the {len(judged)} hot objects "
+                        f"whose profile has hot code hold any (.text.hot; minimum {MIN_TRACED:.0%}; {untraced[-1]}.o "
+                        "has none), so their compiles did not read it: a compiler or wrapper that compiles elsewhere "
+                        "than the object's path, or -w hiding `profile count data file not found`?")
     limited = {key: warnings[key][:50] for key in ("missing_hot_objects", "mismatch_hot_objects")}
     return dict(warnings, **limited, hot_objects=len(hot_objects), hot_in_effect=len(in_effect & set(hot_objects)),
                 hot_with_profile=len(covered), hot_coverage=round(coverage, 3),
+                traces={"expected": len(judged), "traced": len(traced), "startup": len(traces["startup"]),
+                        "min_share": MIN_TRACED, "untraced": untraced[:50]},
                 objects_without_profile_hot=sorted(set(hot_objects) - set(covered))[:50],
                 proof={"objects": records["objects"], "recorded": records["recorded"],
                        "seconds": records["seconds"],

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from pgo import PipelineError
-from pgo.profile import compiled_objects, hot_only, in_dir
+from pgo.profile import compiled_objects, hot_only, hot_threshold, in_dir, read_counters
 
 SECTION = b".GCC.command.line"
 # The families of options that decide whether GCC reads a profile and from where, or makes the code
@@ -45,8 +45,8 @@ PROFILE_FAMILIES = (USE, READS_COUNTERS, SAMPLED, *INSTRUMENTS)
 
 # --- reading the records --------------------------------------------------------
 
-def elf_section(path, name=SECTION):
-    """The bytes of one section of an ELF file; None when it has none, or is no ELF file.
+def elf_sections(path):
+    """{name: (offset, size)} of an ELF file's sections; {} when it is no ELF file.
 
     Read here rather than with readelf, which prints the bytes of a path that are not ASCII
     as something else.
@@ -55,12 +55,12 @@ def elf_section(path, name=SECTION):
         with open(path, "rb") as f:
             head = f.read(64)
             if head[:4] != b"\x7fELF":
-                return None
+                return {}
             wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
             table, = struct.unpack_from(order + ("Q" if wide else "I"), head, 0x28 if wide else 0x20)
             size, count, names_at = struct.unpack_from(order + "HHH", head, 0x3A if wide else 0x2E)
             if not table:
-                return None
+                return {}
             # name, type, flags, address, offset, size, link
             layout = order + ("IIQQQQI" if wide else "IIIIIII")
             f.seek(table)
@@ -72,13 +72,20 @@ def elf_section(path, name=SECTION):
             headers = [struct.unpack_from(layout, raw, number * size) for number in range(count)]
             f.seek(headers[names_at][4])
             names = f.read(headers[names_at][5])
-            for header in headers:
-                if names[header[0]:names.index(b"\0", header[0])] == name:
-                    f.seek(header[4])
-                    return f.read(header[5])
+            return {names[header[0]:names.index(b"\0", header[0])].decode("utf-8", "replace"): (header[4], header[5])
+                    for header in headers}
     except (OSError, ValueError, struct.error, IndexError):
+        return {}
+
+
+def elf_section(path, name=SECTION):
+    """The bytes of one section of an ELF file; None when it has none, or is no ELF file."""
+    offset, size = elf_sections(path).get(name.decode(), (None, None))
+    if offset is None:
         return None
-    return None
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
 
 
 def records(path):
@@ -235,3 +242,49 @@ def prove(build_dir, variant, flags, profile_dir, hot_dirs):
     return {"objects": len(objects), "recorded": recorded, "in_effect": proven, "faults": found,
             "hot_faults": len(hot_faults), "first_fault": (hot_faults or sorted(found) or [None])[0],
             "seconds": round(time.monotonic() - started, 3)}
+
+
+# --- what the profile did to the code ----------------------------------------------
+
+# Where GCC puts a function the profile shows hot (-freorder-functions, on at -O2): .text.hot, or
+# .text.hot.<name> with -ffunction-sections. Without a profile only __attribute__((hot)) does (16 of
+# MariaDB 10.11's InnoDB sources: TRANSACTIONAL_TARGET). Startup code (main, static constructors) goes
+# to .text.startup whatever the profile says.
+HOT_TEXT, STARTUP_TEXT = ".text.hot", ".text.startup"
+
+
+def laid_out(path, kind):
+    """Whether an object holds code in sections of a kind (HOT_TEXT, STARTUP_TEXT)."""
+    return any((name == kind or name.startswith(kind + ".")) and size for name, (_, size) in elf_sections(path).items())
+
+
+def profile_trace(path):
+    """Whether an object holds code GCC laid out as hot: the trace a profile read leaves."""
+    return laid_out(path, HOT_TEXT)
+
+
+def traces(build_dir, profile_dir, hot_objects, gcov_dump="gcov-dump"):
+    """Which hot objects show in their code that their compile read the profile.
+
+    The records (prove()) say what the compiler was told; a compile that looked for its .gcda where
+    there is none (a wrapper that compiles to another path, as distcc and icecc do in effect, or the
+    profile moved) compiles as without a profile, and -w hides even its warning. So the code is read
+    too: an object whose profile has a block at or above GCC's hot threshold (pgo/profile.py
+    hot_threshold) is expected to hold code in .text.hot, unless its hot blocks may all be startup
+    code (it has .text.startup and no .text.hot). Measured on MariaDB 10.11.18 minimal (GCC 12): 233
+    hot objects with hot code, 227 with .text.hot, the other 6 with startup code; the 88 without startup
+    code all with .text.hot.
+
+    Returns {"expected": [objects whose profile has hot code], "traced": [those with .text.hot code],
+    "startup": [the others, which have startup code]}.
+    """
+    build_dir, profile_dir = Path(build_dir), Path(profile_dir)
+    gcda = {obj: profile_dir / (obj.replace("/", "#") + ".gcda") for obj in hot_objects}
+    with_data = [path for path in gcda.values() if path.is_file() and path.stat().st_size > 0]
+    counters = read_counters(with_data, gcov_dump) if with_data else {}
+    expected = sorted(obj for obj, path in gcda.items() if str(path) in counters
+                      and any(ran and hottest >= hot_threshold(counters[str(path)])
+                              for hottest, ran in counters[str(path)]["functions"]))
+    traced = [obj for obj in expected if laid_out(build_dir / f"{obj}.o", HOT_TEXT)]
+    startup = [obj for obj in expected if obj not in traced and laid_out(build_dir / f"{obj}.o", STARTUP_TEXT)]
+    return {"expected": expected, "traced": traced, "startup": startup}

@@ -21,6 +21,10 @@ TRAINING_COUNTS = "training-counts.json"
 BOLT_CHECK = "bolt.json"
 ARCHIVE_RECORD = "archive.json"
 BUILD_INFO = "build-info.json"
+# What a phase proved (optimized, plain, bolt) or installed (stage), by checksum: every ELF file and
+# static archive of its tree. What stage installs, the tests run and `pgo package` ships must still be it.
+OPTIMIZED_OUTPUTS, PLAIN_OUTPUTS, BOLT_OUTPUTS, STAGE_OUTPUTS = (
+    f"{phase}-outputs.json" for phase in ("optimized", "plain", "bolt", "stage"))
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 STAGE = "stage"         # the installed tree the packagers, the tests and the benchmark take
 TESTS = "tests"         # tests/<set>/: the test phase's results, one folder per test set
@@ -77,6 +81,10 @@ def step_environment(builder: Any, build_number: Any) -> dict[str, Any]:
 # warnings allowed, and the share of hot objects that must have used the profile.
 MAX_MISMATCH = 0
 MIN_HOT_COVERAGE = 0.3
+# The share of the hot objects whose profile has hot code that must show it in their code (.text.hot):
+# below it the compiles did not read the profile, whatever their options say (pgo/proof.py traces).
+# Each one that does not is not covered either; the share guards a build none of whose compiles read it.
+MIN_TRACED = 0.5
 DEFAULT_TEST_SET = "release"        # pgo/configs.toml's test set a build runs unless told otherwise
 
 # --- records the master reads -------------------------------------------------------------------

@@ -67,14 +67,24 @@ def kind_of(spec):
 
 def sha256_tree(root):
     """Checksum of a source tree: every file's relative path and content, and every symbolic link's
-    relative path and target, in a fixed order.
+    relative path and target, in a fixed order (tree_entries)."""
+    return entries_digest(tree_entries(root))
+
+
+def entries_digest(entries):
+    return hashlib.sha256("".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def tree_entries(root):
+    """One line per file of a tree, "path\0sha256\n", and per symbolic link, "path\0-> target\n", in a
+    fixed order.
 
     The tree is copied with its links as links, so a link is part of it as the path it holds; where
     that path stays inside the tree, what it points to is covered as a file of the tree. A link that
     leads out of the tree (an absolute target, or '..' above the tree or into .git) is refused: the
     build would read there what no checksum covers, and what may change between two phases unseen.
     """
-    digest = hashlib.sha256()
+    entries = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
         # Links to directories are among dirnames: os.walk lists them there, and does not follow them.
@@ -88,13 +98,10 @@ def sha256_tree(root):
                     raise PipelineError(f"source {root} has a symbolic link {relative} -> {target} that leads out "
                                         "of the tree, so its checksum cannot cover what the build reads there: "
                                         "put the file itself there, or a link within the tree")
-                entry = f"{relative}\0-> {target}\n"
+                entries.append(f"{relative}\0-> {target}\n")
             elif path.is_file():
-                entry = f"{relative}\0{sha256_file(path)}\n"
-            else:
-                continue
-            digest.update(entry.encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+                entries.append(f"{relative}\0{sha256_file(path)}\n")
+    return entries
 
 
 def leaves_tree(relative, target):
@@ -352,16 +359,24 @@ def checked_out(src_root, product, version, source, fill, patched=False):
     """
     tree = line_tree(ensure_dir(src_root), product, version, patched)
     held_here = _HELD.setdefault(tree, [])
-    if held_here and held_here[-1] != source.checksum:
-        raise PipelineError(f"{tree} holds {held_here[-1][:12]} for this command, which also needs "
-                            f"{source.checksum[:12]} there")
+    if held_here:
+        # Held already by this command, which checked it on the way in and checks it on the way out.
+        if held_here[-1] != source.checksum:
+            raise PipelineError(f"{tree} holds {held_here[-1][:12]} for this command, which also needs "
+                                f"{source.checksum[:12]} there")
+        yield tree
+        return
     with open(tree.with_name(f".{tree.name}.lock"), "a+") as lock:
         take(lock, fcntl.LOCK_SH, tree)
-        while in_tree(tree) != source.checksum:
+        while tree_change(tree, source.checksum) != "":
             fcntl.flock(lock, fcntl.LOCK_UN)
             take(lock, fcntl.LOCK_EX, tree)
-            if in_tree(tree) != source.checksum:
-                replace_tree(tree, source, version, fill)
+            changed = tree_change(tree, source.checksum)
+            if changed != "":
+                if changed:
+                    say(f"the source tree {tree} changed since {source.origin} was put there ({changed}): "
+                        f"putting it back; the changed tree is kept as {kept_changes(tree)}")
+                replace_tree(tree, source, version, fill, keep_old=bool(changed))
             # Not atomic (flock(2)): another build may swap the tree between the two calls; look again.
             fcntl.flock(lock, fcntl.LOCK_SH)
         held_here.append(source.checksum)
@@ -369,6 +384,12 @@ def checked_out(src_root, product, version, source, fill, patched=False):
             yield tree
         finally:
             held_here.pop()
+        # What was read must be what was checked on the way in: an edit while the block read the tree
+        # (a build compiles for minutes) would go into what it made under the recorded checksum.
+        changed = tree_change(tree, source.checksum)
+        if changed:
+            raise PipelineError(f"the source tree {tree} changed while this command read it ({changed}), so what it "
+                                f"made is not of {source.origin}: run it again (it puts the tree back first)")
 
 
 def take(lock, mode, tree):
@@ -397,14 +418,45 @@ def in_tree(tree):
     return marker["checksum"] if marker and tree.is_dir() else None
 
 
-def replace_tree(tree, source, version, fill):
-    """Fill a hidden folder, check its version, and swap it in for the line's tree (exclusive lock held)."""
+def listing_of(tree):
+    """Beside the tree: its tree_entries as they were when it was put there, to name what changed since."""
+    return tree.with_name(f".{tree.name}.files")
+
+
+def kept_changes(tree):
+    return tree.with_name(f".{tree.name}.changed")
+
+
+def tree_change(tree, checksum):
+    """None when the tree holds another source (or none); else what changed in its files since that source
+    was put there ("" for nothing): an edit in the shared tree would be built under the recorded checksum."""
+    marker = read_marker(tree)
+    if not marker or marker["checksum"] != checksum or not tree.is_dir() or "tree" not in marker:
+        return None
+    entries = tree_entries(tree)
+    if entries_digest(entries) == marker["tree"]:
+        return ""
+    try:
+        then = dict(line.rstrip("\n").split("\0", 1) for line in listing_of(tree).read_text().splitlines(True))
+    except (OSError, ValueError):
+        return "its files' checksum differs"
+    now = dict(line.rstrip("\n").split("\0", 1) for line in entries)
+    differ = sorted(path for path in then.keys() | now.keys() if then.get(path) != now.get(path))
+    first = differ[0]
+    how = "is new" if first not in then else "is gone" if first not in now else "changed"
+    return f"{first} {how}" + (f", and {len(differ) - 1} more" if len(differ) > 1 else "")
+
+
+def replace_tree(tree, source, version, fill, keep_old=False):
+    """Fill a hidden folder, check its version, and swap it in for the line's tree (exclusive lock held).
+    keep_old: keep the tree it replaces (someone changed it) as kept_changes(tree), not remove it."""
     filling, old = tree.with_name(f".{tree.name}.filling"), tree.with_name(f".{tree.name}.old")
     for leftover in (filling, old):
         shutil.rmtree(leftover, ignore_errors=True)
     try:
         fill(filling)
         require_version(filling, version, source.origin)
+        entries = tree_entries(filling)
     except BaseException:
         shutil.rmtree(filling, ignore_errors=True)
         raise
@@ -412,8 +464,12 @@ def replace_tree(tree, source, version, fill):
     if tree.exists():
         tree.rename(old)
     filling.rename(tree)
+    atomic.write(listing_of(tree), "".join(entries).encode("utf-8", "surrogateescape"))
     atomic.write(marker_of(tree), (json.dumps({"checksum": source.checksum, "origin": source.origin,
-                                               "version": version}) + "\n").encode())
+                                               "version": version, "tree": entries_digest(entries)}) + "\n").encode())
+    if keep_old and old.exists():
+        shutil.rmtree(kept_changes(tree), ignore_errors=True)
+        old.rename(kept_changes(tree))
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -34,7 +34,8 @@ CHECK_RECORD = {"profile_id": "1.0.0-9934e693eb55", "gcda_files": 2, "build_obje
                             "largest": [{"object": "CMakeFiles/hot.dir/src/hot.c", "counter": 1_400_000,
                                          "hot_threshold": 144}]}}
 OPTIMIZED_OUTPUT = ("[optimized] compile 4/4\n[optimized] profile 1.0.0-9934e693eb55 used: 97% of 120 hot "
-                    "objects (in effect in 120, by their own records); 3 objects without profile, 0 coverage "
+                    "objects (in effect in 120, by their own records; hot code laid out in 96 of the 101 whose "
+                    "profile has some); 3 objects without profile, 0 coverage "
                     "mismatches, 0 functions without profile\n")
 
 BOLT_OUTPUT = ("[bolt] pass 24 of 24: engine=memory binlog=row api=nonblocking\n"

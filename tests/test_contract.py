@@ -76,14 +76,20 @@ def test_a_training_that_fails_after_writing_counters_feeds_no_later_phase(tmp_p
 
 def test_a_failed_optimised_build_is_neither_staged_nor_packaged(tmp_path, archive_root):
     pgo, workdir = pgo_in(archive_root), tmp_path / "w"
-    cache = tmp_path / "cache"     # its own shared source tree, changed below
-    assert pgo(*BUILD, "--workdir", workdir, "--cache", cache).returncode == 0
-    hot = workdir / "src" / "src" / "hot.c"
+    cache = tmp_path / "cache"     # its own shared source tree
+    trained = tmp_path / "trained"
+    assert pgo(*BUILD, "--workdir", trained, "--cache", cache, "--tests", "off").returncode == 0
+    # The profile of that source, taken for another control flow of it: a build the profile does not fit.
+    changed = tmp_path / "changed"
+    shutil.copytree(FIXTURE, changed)
+    hot = changed / "src" / "hot.c"
     loop = "h = (h << 5) | (h >> 27);"
-    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))     # another control flow
-    refused(pgo("phase", "optimized", "--workdir", workdir), "coverage-mismatch warnings")
+    hot.write_text(hot.read_text().replace(loop, loop + " if (h & 1) words++;"))
+    build = ["build", "--version", "1.0.0", "--config", "fixture", "--source", changed, "--workdir", workdir,
+             "--cache", cache, "--profile-from", json_of(trained / "profile-check.json")["profile_id"]]
+    refused(pgo(*build), "coverage-mismatch warnings")
     refused(pgo("phase", "stage", "--workdir", workdir), "phase optimized", "its last run failed")
-    refused(pgo(*BUILD, "--workdir", workdir, "--cache", cache, "--phase", "stage"), "phase optimized")
+    refused(pgo(*build, "--phase", "stage"), "phase optimized")
     out = tmp_path / "out"
     refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out),
             "coverage-mismatch warnings", "never packaged as PGO", "--as-plain")
@@ -321,6 +327,89 @@ def test_a_staged_build_whose_tree_was_rebuilt_is_not_packaged(published, tmp_pa
     refused(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False),
             "the staged build is not the optimized build now in")
     assert not out.exists()
+
+
+def test_a_tree_rebuilt_with_other_flags_after_its_proof_is_neither_staged_nor_packaged(tmp_path, archive_root):
+    """Issue 43, case 2: `cmake -DCMAKE_C_FLAGS=-O2 . && ninja` in build/pgo after a good build, then
+    `pgo phase stage` (exit 0) and `pgo package` published +pgo objects that never read the profile.
+    What phase optimized proved (its compiled files, by checksum) must be what stage installs."""
+    workdir, out = tmp_path / "w", tmp_path / "out"
+    assert pgo_in(archive_root)(*BUILD, "--workdir", workdir, "--tests", "off").returncode == 0
+    tree = workdir / "build" / "pgo"
+    subprocess.run(["cmake", "-DCMAKE_C_FLAGS=-O2", "."], cwd=tree, check=True, capture_output=True)
+    subprocess.run(["ninja"], cwd=tree, check=True, capture_output=True)
+    refused(run_pgo("phase", "stage", "--workdir", workdir, check=False),
+            "changed since phase optimized proved the tree", "run phase optimized again")
+    refused(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", [("build/pgo", "stage"), ("stage",)], ids=["tree and stage", "stage"])
+def test_a_plain_binary_copied_over_the_proven_one_is_not_packaged(published, tmp_path, where):
+    """Issue 43, case 2: the plain build's binary copied over the build tree's and the staged copy (same
+    build-id on both sides) was published as +pgo with a buildinfo.json naming the profile."""
+    workdir, out = tmp_path / "w", tmp_path / "out"
+    shutil.copytree(published / "w", workdir, symlinks=True)
+    plain = tmp_path / "plain"
+    run_pgo(*BUILD, "--workdir", plain, "--pgo", "off", "--tests", "off")
+    for folder in where:
+        shutil.copyfile(plain / "stage" / "bin" / "fixture",
+                        workdir / folder / ("fixture" if folder == "build/pgo" else "bin/fixture"))
+    line = refused(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, check=False),
+                   "fixture changed since phase")
+    assert ("proved the tree" if "build/pgo" in where else "installed the tree") in line
+    assert not out.exists()
+    if where == ("stage",):
+        refused(run_pgo("phase", "test", "--workdir", workdir, check=False), "installed the tree",
+                "rerun phase stage")
+
+
+# --- the source a build read is the source it names --------------------------------------
+
+def test_a_source_edited_between_phases_is_put_back_before_the_next_phase_reads_it(tmp_path, archive_root):
+    """Issue 43, case 3: a constant edited in the line's shared source tree after `source` ran was
+    built (the build resumed, exit 0), failed a test, and published +pgo under the original source's
+    checksum. The next phase that reads the tree finds it changed, names the file, keeps the edit
+    aside and puts the recorded source back; what is built, tested and shipped is that source."""
+    workdir, out = tmp_path / "w", tmp_path / "out"
+    pgo = pgo_in(archive_root)
+    assert pgo(*BUILD, "--workdir", workdir, *[a for p in ("source", "instrumented", "train", "check")
+                                                for a in ("--phase", p)]).returncode == 0
+    tree = (workdir / "src").resolve()
+    hot = tree / "src" / "hot.c"
+    original = hot.read_text()
+    hot.write_text(original.replace("16777619u", "16777620u"))
+    result = pgo(*BUILD, "--workdir", workdir)
+    assert result.returncode == 0, result.stderr
+    assert f"the source tree {tree} changed since" in result.stdout and "(src/hot.c changed): putting it back" \
+        in result.stdout
+    assert hot.read_text() == original
+    kept = tree.with_name(f".{tree.name}.changed") / "src" / "hot.c"
+    assert "16777620u" in kept.read_text()
+    assert json_of(workdir / "tests" / "release" / "results.json")["failed"] == []
+    assert pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out).returncode == 0
+
+
+def test_a_source_edited_while_a_phase_compiles_fails_that_phase(tmp_path, archive_root):
+    """An edit while a phase reads the tree (the compile takes minutes for MariaDB) would go into what
+    it made under the recorded checksum: the phase fails naming the file, and run again it builds the
+    recorded source."""
+    workdir, flag = tmp_path / "w", tmp_path / "edit-once"
+    pgo = pgo_in(archive_root)
+    launcher = tmp_path / "launcher"
+    # Edits the tree's hot.c once, while the optimised build compiles.
+    launcher.write_text(f'#!/bin/sh\ncase " $* " in *" -fprofile-use="*) if [ -e "{flag}" ]; then rm "{flag}"; '
+                        f'echo "/* edited */" >> "{workdir}/src/src/hot.c"; fi;; esac\nexec "$@"\n')
+    launcher.chmod(0o755)
+    env = {"CMAKE_C_COMPILER_LAUNCHER": str(launcher)}
+    trained = [a for p in ("source", "instrumented", "train", "check") for a in ("--phase", p)]
+    assert pgo(*BUILD, "--workdir", workdir, "--tests", "off", *trained, env=env).returncode == 0
+    flag.touch()
+    refused(pgo("phase", "optimized", "--workdir", workdir, env=env), "changed while this command read it",
+            "src/hot.c changed", "run it again (it puts the tree back first)")
+    assert not flag.exists()
+    assert pgo(*BUILD, "--workdir", workdir, "--tests", "off", env=env).returncode == 0
+    assert "edited" not in (workdir / "src" / "src" / "hot.c").read_text()
 
 
 # --- a damaged record is one line, never a traceback ---------------------------------------

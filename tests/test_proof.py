@@ -8,8 +8,10 @@ to the compiles it runs.
 """
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from conftest import FIXTURE, refused, run_pgo
@@ -68,6 +70,77 @@ def test_a_launcher_that_compiles_without_the_profile_fails_the_optimised_phase(
     refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, env=env),
             "never packaged as PGO")
     assert not out.exists()
+
+
+def remote_compiler(folder, hide_warnings):
+    """Compilers named gcc, cc, g++ and c++ for the first place on PATH that keep every option, but
+    compile the optimised build's objects (those with -fprofile-use) to another output path and copy
+    them back, as a remote-compile tool (distcc, icecc) does in effect: GCC then looks for a .gcda
+    named after that path, finds none, and compiles without the profile; its record of its options
+    is the same. hide_warnings adds -w, which silences even `profile count data file not found`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    real = {name: shutil.which(name) for name in ("gcc", "cc", "g++", "c++")}
+    for name, path in real.items():
+        script = folder / name
+        script.write_text(f"""#!{sys.executable}
+import os, shutil, subprocess, sys, tempfile
+args = sys.argv[1:]
+if any(a.startswith("-fprofile-use") for a in args) and "-c" in args and "-o" in args:
+    at = args.index("-o") + 1
+    out = args[at]
+    with tempfile.TemporaryDirectory() as elsewhere:
+        args[at] = os.path.join(elsewhere, os.path.basename(out))
+        done = subprocess.run([{path!r}, *args{', "-w"' if hide_warnings else ''}])
+        if done.returncode == 0:
+            shutil.copyfile(args[at], out)
+        sys.exit(done.returncode)
+os.execv({path!r}, [{path!r}, *args])
+""")
+        script.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("hide_warnings", [False, True], ids=["warned", "with -w"])
+def test_objects_compiled_elsewhere_never_read_the_profile_and_are_never_pgo(tmp_path, hide_warnings):
+    """Issue 43, case 1: the records said `-fprofile-use=<profile>`, hot coverage was 100% and `pgo
+    package` published fixture-1.0.0+pgo of code that had read no profile. The code itself shows
+    it: no hot object holds code laid out as hot (.text.hot), and without -w the compiler's
+    `profile count data file not found` names each object whose compile printed it."""
+    workdir, out = tmp_path / "w", tmp_path / "bintar"
+    env = remote_compiler(tmp_path / "bin", hide_warnings)
+    if hide_warnings:
+        refused(pgo(*BUILD, "--workdir", workdir, env=env), "the profile left no trace in the code: 0 of the 1 "
+                "hot objects whose profile has hot code hold any (.text.hot", f"{HOT}.o has none",
+                "so their compiles did not read it")
+        use = json_of(workdir / "profile-use.json")
+        assert use["traces"]["traced"] == 0 and use["traces"]["untraced"] == [HOT]
+        # main.c's hot loop is in main, startup code: it is not judged, and is the one covered object.
+        assert use["hot_coverage"] == 0.5 and use["missing_hot_objects"] == [] and use["traces"]["startup"] == 1
+    else:
+        # Each compile said it, for a .gcda named after the other path: the object it was compiling is named.
+        refused(pgo(*BUILD, "--workdir", workdir, env=env), "no hot object got a profile")
+        use = json_of(workdir / "profile-use.json")
+        assert use["hot_coverage"] == 0 and use["missing_hot_objects"] == ["CMakeFiles/fixture.dir/src/main.c", HOT]
+    assert use["passed"] is False
+    refused(pgo("package", "--workdir", workdir, "--format", "bintar", "--out", out, env=env),
+            "never packaged as PGO")
+    assert not out.exists()
+
+
+def test_the_profile_shows_in_the_code_of_a_good_build(tmp_path):
+    """The other side of the same proof: the fixture's hot object holds code laid out as hot; main.c's hot
+    code is main's, startup code whatever the profile says, so it is not judged; the build passes. The
+    plain build's hot object has none."""
+    workdir = tmp_path / "w"
+    assert pgo(*BUILD, "--workdir", workdir, "--tests", "off").returncode == 0
+    use = json_of(workdir / "profile-use.json")
+    assert use["passed"] and use["hot_coverage"] == 1.0
+    assert use["traces"] == {"expected": 1, "traced": 1, "startup": 1, "min_share": 0.5, "untraced": []}
+    plain = tmp_path / "plain"
+    assert pgo(*BUILD, "--workdir", plain, "--pgo", "off", "--tests", "off").returncode == 0
+    from pgo import proof
+    assert proof.profile_trace(workdir / "build" / "pgo" / f"{HOT}.o")
+    assert not proof.profile_trace(plain / "build" / "plain" / f"{HOT}.o")
 
 
 @pytest.fixture(scope="module")

@@ -413,7 +413,8 @@ def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
     first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
     second, same = source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
     assert tree == same == tmp_path / "src" / "fixture-1.0" and (tree / "VERSION").read_text() == "1.0.1\n"
-    assert source.read_marker(tree) == {"checksum": second.checksum, "origin": second.origin, "version": "1.0.1"}
+    assert source.read_marker(tree) == {"checksum": second.checksum, "origin": second.origin, "version": "1.0.1",
+                                        "tree": source.sha256_tree(tree)}
     # A build of 1.0.0 that holds the tree later gets its own source back, from where it came.
     record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
     with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache") as held:
@@ -426,7 +427,7 @@ def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
     with pytest.raises(PipelineError, match="is no longer what phase source took"):
         with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
             pass
-    assert [p.name for p in (tmp_path / "src").iterdir() if not p.name.endswith((".lock", ".json"))] == []
+    assert [p.name for p in (tmp_path / "src").iterdir() if not p.name.endswith((".lock", ".json", ".files"))] == []
 
 
 def test_another_version_waits_until_no_build_uses_the_tree(tmp_path):
@@ -625,10 +626,13 @@ def test_a_build_that_used_no_profile_never_passes_whatever_the_limits(tmp_path)
     build, prof = fake_tree(tmp_path, [f"{o}.o" for o in objects], ["sql#CMakeFiles#sql.dir#a.cc.gcda"])
     records = {"objects": 2, "recorded": 2, "in_effect": objects, "faults": {}, "seconds": 0.0}
     warnings = {"coverage_mismatch": 0, "missing_hot_objects": objects, "mismatch_hot_objects": []}
-    verdict = profile.judge_use(warnings, records, prof, build, ["sql"], max_mismatch=10**6, min_hot_coverage=0)
+    traces = {"expected": [], "traced": [], "startup": []}
+    verdict = profile.judge_use(warnings, records, traces, prof, build, ["sql"], max_mismatch=10**6,
+                                min_hot_coverage=0)
     assert verdict["hot_coverage"] == 0 and not verdict["passed"]
     assert verdict["problems"] == ["no hot object got a profile: the profile does not fit this build at all"]
-    passed = profile.judge_use(dict(warnings, missing_hot_objects=objects[1:]), records, prof, build, ["sql"], 0, 0.5)
+    passed = profile.judge_use(dict(warnings, missing_hot_objects=objects[1:]), records, traces, prof, build,
+                               ["sql"], 0, 0.5)
     assert passed["passed"] and passed["hot_coverage"] == 0.5
 
 
