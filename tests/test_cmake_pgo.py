@@ -324,3 +324,38 @@ def test_an_installed_training_and_the_training_s_failures(tmp_path):
         assert not etc.exists()
     finally:
         shutil.rmtree(etc, ignore_errors=True)
+
+
+PATCHES = REPO / "patches" / "mariadb-10.11"
+
+
+def created_files(patch):
+    """{path: text} of the files a git patch creates (those whose old side is /dev/null)."""
+    files, path, previous = {}, None, ""
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            path = None
+        elif line.startswith("+++ b/") and previous.startswith("--- /dev/null"):
+            path = line[len("+++ b/"):].rstrip("\n")
+            files[path] = ""
+        elif path and line.startswith("+"):
+            files[path] += line[1:]
+        previous = line
+    return files
+
+
+def test_the_mariadb_patch_carries_the_module_the_workload_and_the_training():
+    """patches/mariadb-10.11 is made from this repository's files (make-patch.sh): after a change
+    of the module or of profile_load, run it again."""
+    patch, = PATCHES.glob("0001-*.patch")
+    text = patch.read_text()
+    workload = REPO / "profile_load"
+    expected = {"cmake/pgo.cmake": MODULE.read_text(),
+                **{f"support-files/pgo/profile_load/{path.relative_to(workload)}": path.read_text()
+                   for path in [workload / "CMakeLists.txt", workload / "README.md",
+                                *sorted((workload / "src").iterdir())]}}
+    assert created_files(text) == expected, "the patch is out of date: run patches/mariadb-10.11/make-patch.sh"
+    top = text[text.index("diff --git a/CMakeLists.txt"):text.index("diff --git a/cmake/pgo.cmake")]
+    added = "".join(line[1:] for line in top.splitlines(keepends=True)
+                    if line.startswith("+") and not line.startswith("+++"))
+    assert added == (PATCHES / "pgo-training.cmake").read_text()
