@@ -280,21 +280,21 @@ project(mini C)
 include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/pgo.cmake)
 set(MINI_TRAINING run CACHE STRING "What the training asks of the program")
 set(MINI_ETC "" CACHE PATH "An absolute destination of the install")
-add_library(work STATIC work.c)
+add_library(core STATIC core.c)
 add_executable(mini main.c)
-target_link_libraries(mini work)
+target_link_libraries(mini core)
 install(TARGETS mini DESTINATION bin)
-install(FILES work.c DESTINATION ${MINI_ETC})
-pgo_training(PRODUCT mini VERSION 1.0.0 HOT_DIRS CMakeFiles/work.dir INSTALL
+install(FILES core.c DESTINATION ${MINI_ETC})
+pgo_training(PRODUCT mini VERSION 1.0.0 HOT_DIRS CMakeFiles/core.dir INSTALL
   COMMAND ${PGO_INSTRUMENTED_PREFIX}/bin/mini ${MINI_TRAINING})
 """,
-    "work.c": "int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += i % 7 ? i : -i; return s; }\n",
+    "core.c": "int core(int n) { int s = 0; for (int i = 0; i < n; i++) s += i % 7 ? i : -i; return s; }\n",
     "main.c": """#include <stdio.h>
 #include <string.h>
-int work(int n);
+int core(int n);
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "fail") == 0) return 3;
-  if (argc > 1 && strcmp(argv[1], "run") == 0) printf("%d\\n", work(1000000));
+  if (argc > 1 && strcmp(argv[1], "run") == 0) printf("%d\\n", core(1000000));
   return 0;
 }
 """,
@@ -310,17 +310,17 @@ def test_an_installed_training_and_the_training_s_failures(tmp_path):
     etc = Path("/etc") / f"pgo-cmake-test-{uuid.uuid4().hex[:12]}"
     try:
         succeeded(configure(build, "-DWITH_PGO=ON", "-DMINI_TRAINING=idle", f"-DMINI_ETC={etc}", source=source))
-        cmake_refused(build_tree(build), "the training left no profile for the hot folder CMakeFiles/work.dir "
+        cmake_refused(build_tree(build), "the training left no profile for the hot folder CMakeFiles/core.dir "
                       "(0 of its 1 objects ran): it did not run the instrumented build's code there")
         succeeded(configure(build, "-DMINI_TRAINING=fail", source=source))
         cmake_refused(build_tree(build), f"the training command '{build}/pgo/stage/bin/mini fail' failed (3): "
                       "no profile was made")
         succeeded(configure(build, "-DMINI_TRAINING=run", source=source))
         output = succeeded(build_tree(build))
-        assert "CMakeFiles/work.dir 1 of 1 objects ran" in output
+        assert "CMakeFiles/core.dir 1 of 1 objects ran" in output
         assert "1 of 1 hot objects (100%) compiled with their .gcda" in report_line(output)
         # Installed for the training with DESTDIR: an absolute destination stays in the stage.
-        assert (build / "pgo" / "stage" / etc.relative_to("/") / "work.c").is_file()
+        assert (build / "pgo" / "stage" / etc.relative_to("/") / "core.c").is_file()
         assert not etc.exists()
     finally:
         shutil.rmtree(etc, ignore_errors=True)
