@@ -90,8 +90,7 @@ class Build:
 
 def load_build(workdir_path, release=1):
     workdir = Workdir(workdir_path)
-    if not workdir.root.is_dir():
-        raise PipelineError(f"work directory {workdir.root} does not exist")
+    workdir.require()
     info = contract.staged_build(workdir)
     product = server_binary(info["product"])
     # The label is the check's: only a build that passed its profile check is staged as optimised, one
@@ -132,8 +131,7 @@ def build_id(path):
 
 def cmd_package(args):
     workdir = Workdir(args.workdir)
-    if not workdir.root.is_dir():
-        raise PipelineError(f"work directory {workdir.root} does not exist")
+    workdir.require()
     # The rpm tree is made in the work directory, and a phase run meanwhile would change what is packaged.
     with workdir.locked():
         publish(args)
@@ -141,7 +139,12 @@ def cmd_package(args):
 
 def publish(args):
     build = plain_build(args.workdir, args.release) if args.as_plain else load_build(args.workdir, args.release)
-    out = Path(args.out).resolve()
+    given = Path(args.out)
+    if given.is_symlink() and not given.exists():
+        # resolve() would follow it, and the packages would land wherever the link points.
+        raise PipelineError(f"--out {given} is a symbolic link to {os.readlink(given)}, which does not exist: "
+                            "name the folder to publish into itself")
+    out = given.resolve()
     if out.exists():
         raise PipelineError(f"{out} already exists; packages are never overwritten (choose another --out)")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -153,9 +156,12 @@ def publish(args):
     def fill(folder):
         folder.mkdir()
         folder.chmod(0o755)
-        with tempfile.TemporaryDirectory(prefix="pgo-package-") as scratch, source_of(build.workdir):
+        # The makers' scratch lies beside --out, hidden and named after this process: on the filesystem
+        # that must hold the packages (a full one is found there, not in /tmp), and swept by the next
+        # run when a killed one leaves it.
+        with atomic.scratch(out.with_name(f"{out.name}-scratch")) as scratch, source_of(build.workdir):
             # A maker returns the build it packaged (an --as-plain one is package-plain/'s).
-            packaged, packages = MAKERS[args.format](build, folder, Path(scratch))
+            packaged, packages = MAKERS[args.format](build, folder, scratch)
         identity = check_identity(packaged, args.format, packages)
         write_buildinfo(packaged, args.format, folder, packages, identity)
         write_sha256sums(folder)

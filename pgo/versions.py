@@ -5,7 +5,9 @@ import re
 
 from pgo.errors import PipelineError
 
-VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+# Each part at most 6 digits: a version names files and folders (package names, work directories), and a
+# longer one is a typo that would fail only at the packages, on a file name too long.
+VERSION_RE = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}")
 LATEST = "latest"
 
 

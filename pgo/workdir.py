@@ -78,6 +78,12 @@ class Workdir:
         return cache_root(settings.cache)
 
     # settings: written by the first `pgo build`, read by every later phase
+    def require(self):
+        """Refuse, in one line that says what the path is, a work directory that is no folder."""
+        if not self.root.is_dir():
+            what = "is not a folder" if self.root.exists() else "does not exist"
+            raise PipelineError(f"work directory {self.root} {what}: name the folder `pgo build --workdir` made")
+
     def load_settings(self):
         if not self.settings_file.is_file():
             raise PipelineError(f"{self.root} is not a work directory of `pgo build` (no settings.json)")

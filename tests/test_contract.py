@@ -412,6 +412,28 @@ def test_a_source_edited_while_a_phase_compiles_fails_that_phase(tmp_path, archi
     assert "edited" not in (workdir / "src" / "src" / "hot.c").read_text()
 
 
+def test_a_workdir_that_is_a_file_and_an_out_that_is_a_dangling_link_are_one_line(published, tmp_path):
+    """Issue 43, the one-line rule: `--workdir` naming a file said `does not exist`, and an --out that is a
+    link to nothing created the link's target, outside where the user pointed."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    refused(run_pgo("package", "--workdir", a_file, "--format", "bintar", "--out", tmp_path / "o", check=False),
+            f"work directory {a_file} is not a folder")
+    link, target = tmp_path / "out", tmp_path / "elsewhere" / "bintar"
+    link.symlink_to(target)
+    refused(run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", link, check=False),
+            f"--out {link} is a symbolic link to {target}, which does not exist")
+    assert not target.parent.exists()
+
+
+def test_a_version_too_long_to_name_a_file_is_refused_before_anything_starts(tmp_path):
+    """A 263-character version was accepted and failed at the packages with `File name too long`."""
+    workdir = tmp_path / "w"
+    result = run_pgo(*BUILD[:2], "1.0." + "0" * 259, *BUILD[3:], "--workdir", workdir, check=False)
+    assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "expected MAJOR.MINOR.PATCH" in result.stderr and not workdir.exists()
+
+
 # --- a damaged record is one line, never a traceback ---------------------------------------
 
 def one_line(result, *phrases):
@@ -492,6 +514,29 @@ def test_packaging_sweeps_the_hidden_folders_of_killed_runs(published, tmp_path)
     assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", tmp_path / "out")
     assert not killed.exists() and running.is_dir() and elsewhere.is_dir()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [elsewhere.name, running.name]
+
+
+def test_a_killed_package_leaves_its_scratch_only_until_the_next_run(published, tmp_path):
+    """Issue 43: a SIGKILLed `pgo package` left /tmp/pgo-package-* behind for good. Its scratch is hidden
+    beside --out now, named after its process, and the next run into the same folder removes it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    slow = bin_dir / "cpack"
+    slow.write_text(f'#!/bin/sh\nsleep 60\nexec {shutil.which("cpack")} "$@"\n')
+    slow.chmod(0o755)
+    parent = tmp_path / "published"
+    parent.mkdir()
+    package = subprocess.Popen([sys.executable, "-m", "pgo", "package", "--workdir", published / "w", "--format",
+                                "bintar", "--out", parent / "first"], cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    deadline = time.monotonic() + 60
+    while not list(parent.glob(".first-scratch.*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    package.send_signal(signal.SIGKILL)
+    package.wait()
+    assert list(parent.glob(".first-scratch.*")), "the killed run's scratch was never seen"
+    assert run_pgo("package", "--workdir", published / "w", "--format", "bintar", "--out", parent / "second")
+    assert sorted(p.name for p in parent.iterdir()) == ["second"]
 
 
 def fixture_git_repo(tmp_path):
