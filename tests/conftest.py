@@ -1,5 +1,6 @@
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -28,6 +29,13 @@ def build_fixture(workdir, *extra, config="fixture", check=True):
     """`pgo build` of the fixture project (version 1.0.0) with a configuration of it."""
     return run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir", workdir,
                    *extra, check=check)
+
+
+def free_port():
+    """A TCP port on the loopback that nothing listens on now (the tests' masters, their workers, downloads)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def refused(result, *phrases):

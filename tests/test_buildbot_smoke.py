@@ -7,7 +7,6 @@ runtime folder with free ports and SQLite; driven through the REST API.
 import getpass
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from buildbot.process.results import FAILURE, WARNINGS
+from conftest import free_port
 
 from buildmaster.publish import STAGING
 from buildmaster.settings import SETTINGS_ENV
@@ -26,12 +26,6 @@ from pgo.toolchain import detect
 
 FORMATS = ["bintar", "deb", "rpm"]
 BUILD_TIMEOUT = 120
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

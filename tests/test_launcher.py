@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import threading
 import time
 
 import pytest
+from conftest import free_port
 
 from buildmaster.settings import SETTINGS_ENV
 from launcher import local
@@ -120,12 +120,6 @@ def test_a_release_follows_its_own_builds_and_those_they_triggered_only():
 FIXTURE = REPO / "tests" / "fixture"
 HELD_VERSION = "1.0.5"
 WAIT = 90           # seconds for what a busy 2-core machine does in a few
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
