@@ -13,6 +13,7 @@ build of its configuration instead.
     pgo prove DIR            install what DIR holds and run it (pgo/prove.py)
 """
 
+import errno
 import fnmatch
 import os
 import re
@@ -34,6 +35,7 @@ from pgo.toolchain import built_with_lto
 from pgo.workdir import Workdir
 
 FORMATS = ("bintar", "rpm", "deb")
+NO_SPACE = os.strerror(errno.ENOSPC)      # "No space left on device", as every tool says it
 BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
 
 
@@ -167,7 +169,17 @@ def publish(args):
         write_sha256sums(folder)
 
     # Made hidden next to DIR and renamed at the end: DIR is complete or absent.
-    if not atomic.place(out, fill):
+    try:
+        placed = atomic.place(out, fill)
+    except (PipelineError, OSError) as e:
+        if getattr(e, "errno", None) != errno.ENOSPC and NO_SPACE not in str(e):
+            raise
+        # Whichever tool filled the disk (dpkg-deb, CPack, a copy), it is the folder of --out that is full:
+        # its scratch and the packages lie there.
+        raise PipelineError(f"no space left for the packages on the filesystem of --out {out} "
+                            f"({shutil.disk_usage(out.parent).free // 1024} KiB free): free some, or choose "
+                            "another --out; nothing was published") from None
+    if not placed:
         raise PipelineError(f"{out} appeared while packaging; packages are never overwritten")
     for path in sorted(out.iterdir()):
         say(f"  {path.name}  {path.stat().st_size / 1e6:.1f} MB")

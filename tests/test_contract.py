@@ -539,6 +539,32 @@ def test_a_killed_package_leaves_its_scratch_only_until_the_next_run(published, 
     assert sorted(p.name for p in parent.iterdir()) == ["second"]
 
 
+@pytest.fixture
+def full_folder(tmp_path):
+    """A folder on a filesystem of 16 KiB: room for no package."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", folder], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    yield folder
+    subprocess.run(["umount", folder], check=True)
+
+
+@pytest.mark.parametrize("fmt", ["bintar", "deb"])
+def test_a_full_out_is_one_line_naming_it(tmp_path, archive_root, full_folder, fmt):
+    """Issue 43: a full --out gave dpkg-deb's three lines for a deb, and named the temporary staging
+    copy, not --out, for the others."""
+    workdir = tmp_path / "w"
+    assert pgo_in(archive_root)(*BUILD[:4], "fixture-deb", *BUILD[5:], "--workdir", workdir,
+                                "--tests", "off").returncode == 0
+    result = run_pgo("package", "--workdir", workdir, "--format", fmt, "--out", full_folder / fmt, check=False)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    refused(result, f"no space left for the packages on the filesystem of --out {full_folder / fmt}",
+            "nothing was published")
+    assert list(full_folder.iterdir()) == []
+
+
 def fixture_git_repo(tmp_path):
     """The fixture as an upstream git repository with its release tag."""
     repo = tmp_path / "upstream"
