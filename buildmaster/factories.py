@@ -21,6 +21,7 @@ from buildbot.process.results import SKIPPED
 
 from buildmaster import publish
 from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
+from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, running_image
 from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
@@ -102,9 +103,15 @@ def staging(settings, below=""):
     return util.Interpolate(str(folder / below) if below else str(folder))
 
 
+def repo_on_worker(settings):
+    """The checkout on the build's worker: a container worker says where (its property), others are
+    where the settings say."""
+    return util.Property(REPO_PROPERTY, default=settings.repo_on_worker)
+
+
 def pgo_step(settings, name, args, **kwargs):
     kwargs.setdefault("haltOnFailure", True)
-    return PgoCommand(name=name, command=["python3", "-m", "pgo", *args], workdir=settings.repo_on_worker,
+    return PgoCommand(name=name, command=["python3", "-m", "pgo", *args], workdir=repo_on_worker(settings),
                       env=PGO_ENV, timeout=SILENCE_TIMEOUT, maxTime=MAX_STEP_TIME, logEnviron=False, **kwargs)
 
 
@@ -177,7 +184,7 @@ def version_step(settings):
     return ResolveVersion(name="version", command=[
         "python3", "-m", "pgo", "latest", "--config", util.Property("config"), "--source", util.Property("source"),
         "--record", VERSION_RECORD], record=VERSION_RECORD,
-        workdir=settings.repo_on_worker, env=PGO_ENV, logEnviron=False, haltOnFailure=True,
+        workdir=repo_on_worker(settings), env=PGO_ENV, logEnviron=False, haltOnFailure=True,
         doStepIf=lambda step: step.getProperty("version") == LATEST,
         hideStepIf=lambda results, step: results == SKIPPED)
 
@@ -270,7 +277,8 @@ def release_factory(settings, platform):
     f.addStep(TriggerPackages(platform, name="packages", waitForFinish=True, haltOnFailure=True,
                               doStepIf=lambda step: bool(wanted_formats(platform, step)),
                               set_properties={"pgo_workdir": WORK, "staging": staged,
-                                              "release_worker": util.Property("workername")}))
+                                              "release_worker": util.Property("workername"),
+                                              IMAGE_PROPERTY: running_image}))
     published = util.Transform(lambda version: str(publish.release_dir(settings.downloads, version, platform.name)),
                                util.Property("version"))
     f.addStep(PublishFolder(staged, published, served=(settings.downloads, settings.downloads_url)))

@@ -30,7 +30,9 @@ WEB_PORT, WORKER_PORT = 8010, 9989
 
 def downloads_port_after(web_port):
     return web_port + 1
-WORKER_KINDS = ("local", "libvirt")
+WORKER_KINDS = ("local", "libvirt", "docker")
+# A docker worker's daemon unless its entry says otherwise: this machine's own.
+DOCKER_HOST = "unix:///var/run/docker.sock"
 
 
 class SettingsError(PipelineError):
@@ -41,10 +43,11 @@ class SettingsError(PipelineError):
 class WorkerSettings:
     name: str
     password: str
-    kind: str = "local"               # local: a buildbot-worker we start; libvirt: a latent VM
+    kind: str = "local"               # local: a buildbot-worker we start; libvirt: a latent VM; docker: a container
     hd_image: str | None = None       # libvirt: the VM's disk, a copy-on-write child of the image
-    images: str | None = None         # libvirt: vm_images' folder; its current.json names the image
+    images: str | None = None         # libvirt, docker: vm_images' folder; its current.json names the image
     uri: str = "qemu:///system"       # libvirt: the hypervisor connection
+    docker_host: str = DOCKER_HOST    # docker: the daemon that runs the containers
     memory_mib: int = 8192
     cpus: int = 2
 
@@ -141,7 +144,7 @@ def from_dict(data, base, source_file):
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
     web_port = int(data.get("web_port", WEB_PORT))
     downloads_port = int(data.get("downloads_port", downloads_port_after(web_port)))
-    workers = tuple(worker_settings(w, source_file) for w in data.get("workers", [
+    workers = tuple(worker_settings(w, base, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
     platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
         {"name": "local", "workers": [workers[0].name], "formats": list(PACKAGE_FORMATS)}]))
@@ -180,7 +183,12 @@ def number_setting(data, name, source_file, default=None):
     return None if value is None else float(value)
 
 
-def worker_settings(data, source_file):
+def worker_settings(data, base, source_file):
+    if data.get("kind") == "docker" and "password" not in data:
+        # The master gives a container its password itself: any will do, nobody needs to know it.
+        data = {**data, "password": secrets.token_urlsafe(24)}
+    if data.get("images"):
+        data = {**data, "images": str(base / data["images"])}     # an absolute path stays as it is
     try:
         return WorkerSettings(**data)
     except TypeError as e:
@@ -214,6 +222,8 @@ def check(s):
             raise SettingsError(f"{where}: worker {w.name}: kind '{w.kind}' is not one of {', '.join(WORKER_KINDS)}")
         if w.kind == "libvirt" and not (w.hd_image and w.images):
             raise SettingsError(f"{where}: libvirt worker {w.name} needs hd_image and images")
+        if w.kind == "docker" and not w.images:
+            raise SettingsError(f"{where}: docker worker {w.name} needs images (vm_images' folder)")
     if not s.platforms:
         raise SettingsError(f"{where}: no [[platforms]]: nothing to build on")
     for p in s.platforms:

@@ -2,7 +2,10 @@
 
 A local worker is a buildbot-worker process on this machine (`./release` starts
 it). A libvirt worker is a latent VM, booted for a build from the image that
-vm_images/ made current (its current.json) and shut down after it.
+vm_images/ made current (its current.json) and shut down after it. A docker
+worker is a latent container of the same image (`python3 -m vm_images promote`
+imports it into Docker), started for a release on the host's network, reaching
+the master on 127.0.0.1, and removed after it.
 """
 
 import json
@@ -12,11 +15,22 @@ from xml.sax.saxutils import escape
 from buildbot.plugins import util, worker
 
 from buildmaster.settings import SettingsError
+from pgo import REPO
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release.
 VM_BOOT_TIMEOUT = 20 * 60
 VM_IDLE_SHUTDOWN = 10 * 60
+# A container's worker connects within seconds (plus its apt-get update); a daemon that cannot
+# start it must not hold a release for the VMs' twenty minutes.
+CONTAINER_START_TIMEOUT = 5 * 60
+# The build property that tells the pgo steps where a container worker has this repository
+# (buildmaster/factories.py); current.json says where (vm_images/container.py).
+REPO_PROPERTY = "pgo_repo"
+# The image a release's container runs, handed to its package builds: a promotion while the
+# release runs must not give them another image (they would wait for a container that never
+# comes, while the release waits for them).
+IMAGE_PROPERTY = "worker_image"
 
 # A PGO build compiles twice with every core; two at once on one worker only
 # slow each other down (and the benchmark needs a quiet machine).
@@ -57,13 +71,78 @@ def current_image(images):
         raise SettingsError(f"cannot read the current VM image from {pointer}: {e}") from None
 
 
+CONTAINER_FIELDS = ("container_image", "worker_user", "worker_cache", "worker_repo")
+
+
+def current_container(images):
+    """The current image's container image and its layout, from <images>/current.json."""
+    pointer = Path(images) / CURRENT_IMAGE
+    try:
+        current = json.loads(pointer.read_text())["current"]
+        return {key: current[key] for key in CONTAINER_FIELDS}
+    except (OSError, ValueError, TypeError) as e:
+        raise SettingsError(f"cannot read the current VM image from {pointer}: {e}") from None
+    except KeyError:
+        raise SettingsError(f"{pointer} names no container image: on the Docker host, run "
+                            f"`python3 -m vm_images --images {images} promote IMAGE` (or container-image)") from None
+
+
+def container_image(images):
+    """The image a build's container runs: the release's own (package builds), else the current one."""
+    @util.renderer
+    def image(props):
+        return props.getProperty(IMAGE_PROPERTY) or current_container(images)["container_image"]
+    return image
+
+
+@util.renderer
+def running_image(props):
+    """The image the build's container runs (None on other workers), for the builds it triggers."""
+    started = getattr(props.getBuild().workerforbuilder.worker, "instance", None) or {}
+    return props.getProperty(IMAGE_PROPERTY) or started.get("image")
+
+
+def container_volumes(spec, layout, settings):
+    """The checkout read-only, the profile archive at the master's path, and the worker's cache volume
+    at the same path every time (the pipeline's source tree lives there, and the profile's paths)."""
+    return [f"{REPO}:{layout['worker_repo']}:ro", f"{settings.archive}:{settings.archive}:rw",
+            f"pgo-cache-{spec.name}:{layout['worker_cache']}"]
+
+
+def hidden_settings(settings, layout):
+    """The master's settings folder, when inside the checkout (run/): a container sees an empty one, not
+    the passwords."""
+    folder = settings.source_file.resolve().parent if settings.source_file else None
+    if folder is None or not folder.is_relative_to(REPO):
+        return {}
+    return {f"{layout['worker_repo']}/{folder.relative_to(REPO)}": "size=1m,ro"}
+
+
+def master_address(settings):
+    """Where a container on the host's network reaches the master's worker port."""
+    return "127.0.0.1" if settings.listen in ("", "0.0.0.0", "localhost") else settings.listen
+
+
+def docker_worker(spec, settings):
+    layout = current_container(spec.images)
+    hostconfig = {"network_mode": "host", "init": True, "shm_size": "1g", "mem_limit": f"{spec.memory_mib}m",
+                  "nano_cpus": spec.cpus * 10**9, "tmpfs": hidden_settings(settings, layout)}
+    return worker.DockerLatentWorker(
+        spec.name, spec.password, docker_host=spec.docker_host, image=container_image(spec.images),
+        masterFQDN=master_address(settings), hostconfig=hostconfig, volumes=container_volumes(spec, layout, settings),
+        properties={REPO_PROPERTY: layout["worker_repo"]}, missing_timeout=CONTAINER_START_TIMEOUT,
+        build_wait_timeout=0)
+
+
 def domain_xml(spec, image):
     values = {"name": spec.name, "memory_mib": spec.memory_mib, "cpus": spec.cpus, "kernel": image["kernel"],
               "initrd": image["initrd"], "cmdline": image["kernel_cmdline"], "hd_image": spec.hd_image}
     return DOMAIN_XML.format(**{k: escape(str(v), {'"': "&quot;"}) for k, v in values.items()})
 
 
-def make_worker(spec):
+def make_worker(spec, settings):
+    if spec.kind == "docker":
+        return docker_worker(spec, settings)
     if spec.kind == "libvirt":
         image = current_image(spec.images)
         return worker.LibVirtWorker(spec.name, spec.password, hd_image=spec.hd_image, base_image=image["disk"],
@@ -73,7 +152,7 @@ def make_worker(spec):
 
 
 def make_workers(settings):
-    return [make_worker(spec) for spec in settings.workers]
+    return [make_worker(spec, settings) for spec in settings.workers]
 
 
 def same_worker_as_release(builder, workers, request):

@@ -11,6 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 from buildbot.config.master import FileLoader, MasterConfig
+from buildbot.process.properties import Properties
 from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
 from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
@@ -19,7 +20,7 @@ from buildmaster.config import buildmaster_config
 from buildmaster.preflight import refusal, resolve
 from buildmaster.schedulers import VersionParameter, release_form_properties
 from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
-from buildmaster.workers import current_image, domain_xml
+from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
 from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
 
@@ -164,6 +165,9 @@ def test_version_is_validated_with_a_clear_message():
     ("[[platforms]]\nname = 'x'\nworkers = ['nobody']", "platform x names no known worker"),
     ("[[platforms]]\nname = 'x'\nworkers = ['local-worker']\nformats = ['zip']", "unknown package format 'zip'"),
     ("[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'", "libvirt worker vm needs hd_image and images"),
+    ("[[workers]]\nname = 'c1'\nkind = 'docker'", "docker worker c1 needs images"),
+    ("[[workers]]\nname = 'c1'\npassword = 'p'\nkind = 'podman'",
+     "worker c1: kind 'podman' is not one of local, libvirt, docker"),
     ("[nightly]\nkeep = 0", "keep must be at least 1"),
     ("[nightly]\nversion = 'newest'", "[nightly] invalid version 'newest'"),
     ("[nightly]\nconfig = 'minmal'", "[nightly] unknown configuration 'minmal'"),
@@ -251,3 +255,100 @@ def test_a_version_debian_lacks_is_refused_before_the_build(tmp_path):
     (tmp_path / "downloads" / known / "local").mkdir(parents=True)
     assert refusal(settings, settings.platforms, known, "minimal", "debian") == (
         f"{known} is already published for local ({tmp_path}/downloads/{known}/local); a release is never replaced")
+
+
+CONTAINER_SETTINGS = """
+[admins]
+admin = "secret"
+[[workers]]
+name = "c1"
+kind = "docker"
+images = "images"
+memory_mib = 4096
+cpus = 3
+[[platforms]]
+name = "local"
+workers = ["c1"]
+"""
+
+
+CONTAINER = {"container_image": "pgo-worker/gcc12:B1", "worker_user": "buildbot",
+             "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
+
+
+def write_pointer(images, **current):
+    images.mkdir(exist_ok=True)
+    (images / "current.json").write_text(json.dumps({"current": {
+        "image": "gcc12", "build": "B1", "disk": "gcc12/B1/disk.qcow2", **current}, "history": []}))
+
+
+def render(value, build=None, **properties):
+    props = Properties(**properties)
+    props.build = build
+    rendered = props.render(value)
+    return rendered.result
+
+
+def test_a_docker_worker_is_a_latent_container_of_the_current_image(tmp_path):
+    write_pointer(tmp_path / "images", **CONTAINER)
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(CONTAINER_SETTINGS)
+    settings = load_settings(settings_file)
+    spec = settings.worker("c1")
+    # No password in the settings: the master gives the container a random one at each start.
+    assert len(spec.password) > 20 and spec.password != load_settings(settings_file).worker("c1").password
+    (container,) = make_workers(settings)
+    assert type(container).__name__ == "DockerLatentWorker"
+    args = container._config_kwargs
+    assert args["docker_host"] == "unix:///var/run/docker.sock"
+    assert args["masterFQDN"] == "127.0.0.1"
+    assert args["build_wait_timeout"] == 0              # a fresh container for each release
+    assert args["hostconfig"] | {"tmpfs": None} == {"network_mode": "host", "init": True, "shm_size": "1g",
+                                                     "mem_limit": "4096m", "nano_cpus": 3 * 10**9, "tmpfs": None}
+    assert args["volumes"] == [f"{REPO}:/srv/pgo:ro", f"{settings.archive}:{settings.archive}:rw",
+                               "pgo-cache-c1:/home/buildbot/.cache/pgo"]
+    assert args["properties"] == {"pgo_repo": "/srv/pgo"}
+    # The image is read per build: a promotion reaches the next release without a reconfig ...
+    assert render(args["image"]) == "pgo-worker/gcc12:B1"
+    write_pointer(tmp_path / "images", **CONTAINER | {"container_image": "pgo-worker/gcc12:B2"})
+    assert render(args["image"]) == "pgo-worker/gcc12:B2"
+    # ... but a release's package builds run in the release's own image.
+    assert render(args["image"], **{IMAGE_PROPERTY: "pgo-worker/gcc12:B1"}) == "pgo-worker/gcc12:B1"
+
+
+def test_a_container_never_sees_the_masters_settings_in_the_checkout(tmp_path):
+    write_pointer(tmp_path / "images", **CONTAINER)
+    settings = from_dict({
+        "workers": [{"name": "c1", "kind": "docker", "images": str(tmp_path / "images")}],
+        "platforms": [{"name": "local", "workers": ["c1"]}]}, REPO / "run", REPO / "run" / "master-settings.toml")
+    (container,) = make_workers(settings)
+    assert container._config_kwargs["hostconfig"]["tmpfs"] == {"/srv/pgo/run": "size=1m,ro"}
+
+
+def test_a_docker_worker_without_a_container_image_names_the_command(tmp_path):
+    write_pointer(tmp_path / "images")
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(CONTAINER_SETTINGS)
+    with pytest.raises(SettingsError) as refused:
+        make_workers(load_settings(settings_file))
+    assert str(refused.value) == (f"{tmp_path}/images/current.json names no container image: on the Docker host, "
+                                  f"run `python3 -m vm_images --images {tmp_path}/images promote IMAGE` "
+                                  "(or container-image)")
+
+
+def test_pgo_steps_run_in_the_workers_checkout_and_package_builds_in_the_releases_image(tmp_path):
+    from buildmaster.factories import release_factory
+
+    settings = from_dict({"repo_on_worker": "/opt/pgo"}, tmp_path, None)
+    factory = release_factory(settings, settings.platforms[0])
+    steps = {s.kwargs.get("name"): s.kwargs for s in factory.steps}
+    for name in ("version", "source", "benchmark", "promote-profile"):
+        assert render(steps[name]["workdir"]) == "/opt/pgo", name
+        assert render(steps[name]["workdir"], pgo_repo="/srv/pgo") == "/srv/pgo", name
+    handed = steps["packages"]["set_properties"][IMAGE_PROPERTY]
+    assert handed is running_image
+    container = SimpleNamespace(workerforbuilder=SimpleNamespace(worker=SimpleNamespace(
+        instance={"Id": "abc", "image": "pgo-worker/gcc12:B1"})))
+    assert render(handed, container) == "pgo-worker/gcc12:B1"
+    local_worker = SimpleNamespace(workerforbuilder=SimpleNamespace(worker=SimpleNamespace()))
+    assert render(handed, local_worker) is None

@@ -51,6 +51,7 @@ def test_the_shipped_definitions_are_valid_and_pin_exact_compilers():
     for image in images:
         assert all("=" in pin and "*" not in pin for pin in image.compiler.pins())
         assert "linux-image-amd64" in image.packages and "cmake" in image.packages
+        assert "valgrind" in image.packages              # the release benchmark's --callgrind
         assert image.worker.user != "root"
     assert {c.name for c in canaries} >= {"minimal", "fixture"}
     # The canary's threshold and budget are the canary gate policy's (pgo/bench/policy.py).
@@ -342,16 +343,90 @@ def test_promote_status_and_rollback_commands(tmp_path):
     fake_build(store, "gcc12", "20250101T000000Z")
     nothing = run_cli("--images", tmp_path, "rollback", check=1)
     assert "no image is current" in nothing.stderr
-    run_cli("--images", tmp_path, "promote", "gcc11", check=0)
+    promoted = run_cli("--images", tmp_path, "promote", "gcc11", "--docker", tmp_path / "no-docker", check=0)
+    assert promoted.stdout.splitlines()[-1] == (f"no container image: `{tmp_path / 'no-docker'} info` does not "
+                                                "answer (once it does: python3 -m vm_images container-image)")
     alone = run_cli("--images", tmp_path, "rollback", check=1)
     assert "the only image ever current" in alone.stderr
-    run_cli("--images", tmp_path, "promote", "gcc12", "--reason", "by hand", check=0)
+    run_cli("--images", tmp_path, "promote", "gcc12", "--reason", "by hand", "--no-container", check=0)
     run_cli("--images", tmp_path, "rollback", check=0)
     status = run_cli("--images", tmp_path, "status", check=0).stdout
     assert status.startswith("current: gcc11/20250101T000000Z (gcc-11 11.3.0)")
     assert "before: gcc12/20250101T000000Z (gcc-12 12.2.0)" in status
     pointer = json.loads((tmp_path / "current.json").read_text())
     assert pointer["current"]["kernel_cmdline"] == "root=/dev/vda"
+
+
+# --- the container image ------------------------------------------------------------
+
+FAKE_DOCKER = """#!/bin/sh
+# docker as far as container-image uses it: info, image inspect (the checksum label), import
+echo "$*" >> "$0.calls"
+case "$1" in
+  info) exit 0 ;;
+  image) [ -f "$0.label" ] && cat "$0.label" || exit 1 ;;
+  import) cat > "$0.stdin"; for a; do case "$a" in LABEL*rootfs-sha256=*) echo "${a##*=}" > "$0.label";; esac; done ;;
+esac
+"""
+
+
+def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path):
+    store = Store(tmp_path / "images")
+    build = fake_build(store, "gcc12", "20250101T000000Z")
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "hello").write_text("hello\n")
+    tarball = build.path / "rootfs.tar.zst"
+    subprocess.run(["tar", "--create", "--zstd", "--file", tarball, "-C", tmp_path / "tree", "."], check=True)
+    manifest = build.manifest
+    manifest["artifacts"] = {"rootfs.tar.zst": {"bytes": tarball.stat().st_size, "sha256": "abc123"}}
+    (build.path / "manifest.json").write_text(json.dumps(manifest))
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(0o755)
+    promoted = run_cli("--images", store.root, "promote", "gcc12", "--docker", docker, check=0)
+    assert promoted.stdout.splitlines()[-1].startswith(
+        "container image of gcc12/20250101T000000Z: pgo-worker/gcc12:20250101T000000Z (worker user buildbot)")
+    current = store.pointer()["current"]
+    assert {k: current[k] for k in ("container_image", "worker_user", "worker_cache", "worker_repo")} == {
+        "container_image": "pgo-worker/gcc12:20250101T000000Z", "worker_user": "buildbot",
+        "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
+    # Docker 20.10 cannot read zstd: the tar goes in decompressed, with the compiler and labels.
+    assert subprocess.run(["tar", "-tf", f"{docker}.stdin"], capture_output=True, text=True).stdout.split() == [
+        "./", "./hello"]
+    calls = (tmp_path / "docker.calls").read_text().splitlines()
+    (imported,) = [c for c in calls if c.startswith("import ")]
+    for change in ('CMD ["/opt/buildbot-worker/start-container"]', "ENV CC=gcc-12", "ENV CXX=g++-12",
+                   "LABEL org.pgo.image.name=gcc12", "LABEL org.pgo.image.build=20250101T000000Z",
+                   "LABEL org.pgo.image.rootfs-sha256=abc123"):
+        assert f"--change {change}" in imported
+    assert imported.endswith(" - pgo-worker/gcc12:20250101T000000Z")
+    again = run_cli("--images", store.root, "container-image", "--docker", docker, check=0)
+    assert "is already imported" in again.stdout
+    assert sum(c.startswith("import ") for c in (tmp_path / "docker.calls").read_text().splitlines()) == 1
+
+
+def test_container_image_without_docker_is_one_line(tmp_path):
+    refused = run_cli("--images", tmp_path, "container-image", "--docker", tmp_path / "no-docker", check=1)
+    assert refused.stderr.strip() == (f"vm_images: error: `{tmp_path / 'no-docker'} info` does not answer: is the "
+                                      "Docker daemon running, and may this user use it?")
+
+
+def test_the_container_worker_takes_its_password_out_of_the_environment(tmp_path):
+    """What the image's container.tac does with the credentials DockerLatentWorker gives it."""
+    from vm_images.build import CONTAINER_TAC, PASSWORD_FILE, container_start
+
+    start = container_start(definition.image("gcc12"))
+    assert "env -u WORKERPASS" in start and "setpriv --reuid=buildbot" in start
+    (tmp_path / "worker").mkdir()
+    (tmp_path / "worker" / PASSWORD_FILE).write_text("s3cret")
+    tac = tmp_path / "container.tac"
+    tac.write_text(CONTAINER_TAC + "import json\nprint(json.dumps([password, os.environ.get('WORKERPASS')]))\n")
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"], "WORKERPASS": "s3cret", "BUILDMASTER": "127.0.0.1",
+           "BUILDMASTER_PORT": "9989", "WORKERNAME": "c1"}
+    ran = subprocess.run([sys.executable, tac], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == ["s3cret", None]
+    assert not (tmp_path / "worker" / PASSWORD_FILE).exists()
 
 
 # --- a real image (minutes, root, network) ------------------------------------------

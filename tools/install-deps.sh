@@ -23,8 +23,10 @@ build_packages="gcc g++ cmake ninja-build bison pkg-config git
 # A real server for the tests, the benchmark's callgrind, and the package proofs
 # (rpmlint, lintian, a Debian chroot for the .deb, Debian's piuparts for `pgo prove --piuparts`).
 # mariadb-plugin-rocksdb: ha_rocksdb.so, which profile_load's rocksdb cells load into that server.
+# docker.io, tini and zstd: the container worker's test (tests/test_container_worker.py, run when
+# `docker info` answers: the daemon is started by systemd, or by hand with `setsid /usr/sbin/dockerd`).
 test_packages="$build_packages mariadb-server mariadb-plugin-rocksdb valgrind rpmlint lintian mmdebstrap
-  piuparts"
+  piuparts docker.io tini zstd"
 
 case "$what" in
   build) packages=$build_packages ;;

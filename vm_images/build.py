@@ -21,6 +21,7 @@ from pathlib import Path
 from pgo import atomic, process
 from pgo.checksums import sha256_file
 from vm_images import ImageError, chroot
+from vm_images.container import CACHE, START, TAC, container_tag
 from vm_images.definition import MASTER_REQUIREMENTS
 from vm_images.store import ARTIFACTS, DISK, INITRD, KERNEL, MANIFEST, ROOTFS_TARBALL, now
 
@@ -119,14 +120,21 @@ def provision(image, build_id, rootfs, log):
         # pgo's --cc/--cxx default to $CC/$CXX: the pinned compiler, not whatever `gcc` is
         "etc/environment": f"CC={image.compiler.cc}\nCXX={image.compiler.cxx}\n",
         "etc/pgo-image.json": json.dumps({"image": image.name, "build": build_id,
+                                          "container_image": container_tag(image.name, build_id),
                                           "compiler": image.as_dict()["compiler"]}, indent=2) + "\n",
         "etc/systemd/system/buildbot-worker.service": worker_unit(image),
+        TAC.lstrip("/"): CONTAINER_TAC,
+        START.lstrip("/"): container_start(image),
     }
     for path, content in files.items():
         target = rootfs / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
         target.write_text(content)
+    (rootfs / START.lstrip("/")).chmod(0o755)
+    # A new named volume (the container worker's cache) takes the owner of its mount point.
+    home = f"/home/{user}"
+    in_image(rootfs, ["install", "-d", "-o", user, "-g", user, f"{home}/.cache", f"{home}/{CACHE}"], log)
     wants = rootfs / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     (wants / "buildbot-worker.service").unlink(missing_ok=True)
@@ -169,6 +177,43 @@ Restart=on-failure
 
 [Install]
 WantedBy=multi-user.target
+"""
+
+
+# The container worker (vm_images/container.py): Buildbot's DockerLatentWorker gives the container
+# BUILDMASTER, BUILDMASTER_PORT, WORKERNAME and WORKERPASS. The start script hands the password
+# over in a file only the worker user reads, and starts the worker without it in its environment
+# (which /proc shows to every process of that user); the tac reads the file and deletes it.
+PASSWORD_FILE = ".workerpass"
+CONTAINER_TAC = f"""import os
+
+from buildbot_worker.bot import Worker
+from twisted.application import service
+
+basedir = os.path.expanduser("~/{WORKER_DIR}")
+with open(os.path.join(basedir, "{PASSWORD_FILE}")) as f:
+    password = f.read()
+os.remove(os.path.join(basedir, "{PASSWORD_FILE}"))
+os.environ.pop("WORKERPASS", None)
+application = service.Application("buildbot-worker")
+Worker(os.environ["BUILDMASTER"], int(os.environ["BUILDMASTER_PORT"]), os.environ["WORKERNAME"], password,
+       basedir, keepalive=600, umask=0o22, maxdelay=300, allow_shutdown=None,
+       maxRetries=None).setServiceParent(application)
+"""
+
+
+def container_start(image):
+    """The container's command: refresh apt's lists (frozen at the image's build, and
+    `apt-get source` needs current ones), then the worker, as the worker user."""
+    user = image.worker.user
+    return f"""#!/bin/sh
+apt-get update -qq || echo "start-container: apt-get update failed; apt's lists are the image's" >&2
+basedir=/home/{user}/{WORKER_DIR}
+mkdir -p "$basedir" && chown {user}:{user} "$basedir"
+(umask 077 && printf '%s' "$WORKERPASS" > "$basedir/{PASSWORD_FILE}") && chown {user}:{user} "$basedir/{PASSWORD_FILE}"
+cd "$basedir"
+exec setpriv --reuid={user} --regid={user} --init-groups env -u WORKERPASS HOME=/home/{user} USER={user} \\
+    {WORKER_VENV}/bin/twistd --nodaemon --no_save --pidfile= --python {TAC}
 """
 
 

@@ -17,9 +17,9 @@ from pgo import protocol
 from pgo.atomic import write_json
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
+from vm_images.container import REPO_IN_IMAGE
 from vm_images.store import now, read_json, stamp
 
-REPO_IN_IMAGE = "/srv/pgo"
 OUT_IN_IMAGE = "/srv/out"
 # A real benchmark result, re-analysed by the image's pgo bench (numpy, scipy, matplotlib).
 BENCH_SAMPLE = "docs/bench-10.11.18-minimal/result.json"

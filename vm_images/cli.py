@@ -4,7 +4,9 @@
     python3 -m vm_images build gcc12                    build an image (root, ~3 min)
     python3 -m vm_images test gcc12                     pinned compiler + fixture pipeline inside it
     python3 -m vm_images diff gcc12/BUILD1 gcc12/BUILD2 what changed between two builds
-    python3 -m vm_images promote gcc11                  make an image current (first setup)
+    python3 -m vm_images promote gcc11                  make an image current (first setup), and import it
+                                                        into Docker when `docker info` answers
+    python3 -m vm_images container-image                import the current image into Docker (pgo-worker/IMAGE:BUILD)
     python3 -m vm_images rollout --to gcc12             build, test, canary, then promote
     python3 -m vm_images rollout --resume ROLLOUT       a stopped rollout again, its passed steps kept
     python3 -m vm_images rollback                       back to the previous image
@@ -52,7 +54,15 @@ def make_parser():
     promote = sub.add_parser("promote", help="make a build the current image, without a rollout")
     promote.add_argument("build", help="IMAGE (its latest build) or IMAGE/BUILD")
     promote.add_argument("--reason", default="promoted by hand")
+    promote.add_argument("--no-container", action="store_true",
+                         help="do not import it into Docker, even when `docker info` answers")
+    promote.add_argument("--docker", default="docker", help="the Docker client (default: docker on PATH)")
     promote.set_defaults(func=cmd_promote)
+
+    container = sub.add_parser("container-image", help="import the current image into Docker, for container "
+                               "workers, and name it in current.json")
+    container.add_argument("--docker", default="docker", help="the Docker client (default: docker on PATH)")
+    container.set_defaults(func=cmd_container_image)
 
     rollout = sub.add_parser("rollout", help="move the build VMs to another image: build, test, canary, promote")
     rollout.add_argument("--to", dest="to_image", help="the new image, e.g. gcc12")
@@ -119,6 +129,22 @@ def cmd_promote(args):
     entry = store.point_to(store.build(args.build), args.reason)
     print(f"current image: {entry['image']}/{entry['build']} ({entry['compiler']['cc']} "
           f"{entry['compiler']['version']}); pointer {store.pointer_file}")
+    if args.no_container:
+        return
+    from vm_images.container import docker_answers, make_container_image
+    if docker_answers(args.docker):
+        make_container_image(store, args.docker)
+    else:
+        print(f"no container image: `{args.docker} info` does not answer (once it does: "
+              "python3 -m vm_images container-image)")
+
+
+def cmd_container_image(args):
+    from vm_images.container import docker_answers, make_container_image
+    if not docker_answers(args.docker):
+        raise ImageError(f"`{args.docker} info` does not answer: is the Docker daemon running, and may this user "
+                         "use it?")
+    make_container_image(Store(args.images), args.docker)
 
 
 def cmd_rollout(args):

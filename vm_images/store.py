@@ -141,6 +141,17 @@ class Store:
         atomic.write_json(self.pointer_file, pointer)
         return pointer["current"]
 
+    def set_container(self, build, fields):
+        """Name build's container image (and its layout) in the pointer; build must be the current image."""
+        pointer = self.pointer()
+        current = pointer["current"]
+        if current is None or (current["image"], current["build"]) != (build.image, build.build_id):
+            raise ImageError(f"{build.ref} is not the current image: its container image is not named in "
+                             f"{self.pointer_file}")
+        current.update(fields)
+        atomic.write_json(self.pointer_file, pointer)
+        return current
+
     def previous(self):
         """The entry a rollback returns to: the newest one in the history unlike the current one."""
         pointer = self.pointer()
