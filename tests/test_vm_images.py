@@ -349,7 +349,7 @@ def test_promote_status_and_rollback_commands(tmp_path):
     alone = run_cli("--images", tmp_path, "rollback", check=1)
     assert "the only image ever current" in alone.stderr
     run_cli("--images", tmp_path, "promote", "gcc12", "--reason", "by hand", "--no-container", check=0)
-    run_cli("--images", tmp_path, "rollback", check=0)
+    run_cli("--images", tmp_path, "rollback", "--no-container", check=0)
     status = run_cli("--images", tmp_path, "status", check=0).stdout
     assert status.startswith("current: gcc11/20250101T000000Z (gcc-11 11.3.0)")
     assert "before: gcc12/20250101T000000Z (gcc-12 12.2.0)" in status
@@ -362,27 +362,45 @@ def test_promote_status_and_rollback_commands(tmp_path):
 FAKE_DOCKER = """#!/bin/sh
 # docker as far as container-image uses it: info, image inspect (the checksum label), import
 echo "$*" >> "$0.calls"
+eval tag=\\${$#}
+label="$0.label.$(echo "$tag" | tr /: __)"
 case "$1" in
   info) exit 0 ;;
-  image) [ -f "$0.label" ] && cat "$0.label" || exit 1 ;;
-  import) cat > "$0.stdin"; for a; do case "$a" in LABEL*rootfs-sha256=*) echo "${a##*=}" > "$0.label";; esac; done ;;
+  image) [ -f "$label" ] && cat "$label" || exit 1 ;;
+  import) cat > "$0.stdin"; for a; do case "$a" in LABEL*rootfs-sha256=*) echo "${a##*=}" > "$label";; esac; done ;;
 esac
 """
 
 
-def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path):
-    store = Store(tmp_path / "images")
-    build = fake_build(store, "gcc12", "20250101T000000Z")
-    (tmp_path / "tree").mkdir()
-    (tmp_path / "tree" / "hello").write_text("hello\n")
+def with_rootfs(build, tmp_path, sha256):
+    """A fake build with a small rootfs.tar.zst (and the checksum its manifest records)."""
+    tree = tmp_path / f"tree-{build.image}"
+    tree.mkdir()
+    (tree / "hello").write_text("hello\n")
     tarball = build.path / "rootfs.tar.zst"
-    subprocess.run(["tar", "--create", "--zstd", "--file", tarball, "-C", tmp_path / "tree", "."], check=True)
+    subprocess.run(["tar", "--create", "--zstd", "--file", tarball, "-C", tree, "."], check=True)
     manifest = build.manifest
-    manifest["artifacts"] = {"rootfs.tar.zst": {"bytes": tarball.stat().st_size, "sha256": "abc123"}}
+    manifest["artifacts"] = {"rootfs.tar.zst": {"bytes": tarball.stat().st_size, "sha256": sha256}}
     (build.path / "manifest.json").write_text(json.dumps(manifest))
+    return build
+
+
+@pytest.fixture
+def fake_docker(tmp_path):
     docker = tmp_path / "docker"
     docker.write_text(FAKE_DOCKER)
     docker.chmod(0o755)
+    return docker
+
+
+def imports(docker):
+    return [c for c in docker.with_name("docker.calls").read_text().splitlines() if c.startswith("import ")]
+
+
+def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path, fake_docker):
+    store = Store(tmp_path / "images")
+    with_rootfs(fake_build(store, "gcc12", "20250101T000000Z"), tmp_path, "abc123")
+    docker = fake_docker
     promoted = run_cli("--images", store.root, "promote", "gcc12", "--docker", docker, check=0)
     assert promoted.stdout.splitlines()[-1].startswith(
         "container image of gcc12/20250101T000000Z: pgo-worker/gcc12:20250101T000000Z (worker user buildbot)")
@@ -393,8 +411,7 @@ def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path):
     # Docker 20.10 cannot read zstd: the tar goes in decompressed, with the compiler and labels.
     assert subprocess.run(["tar", "-tf", f"{docker}.stdin"], capture_output=True, text=True).stdout.split() == [
         "./", "./hello"]
-    calls = (tmp_path / "docker.calls").read_text().splitlines()
-    (imported,) = [c for c in calls if c.startswith("import ")]
+    (imported,) = imports(docker)
     for change in ('CMD ["/opt/buildbot-worker/start-container"]', "ENV CC=gcc-12", "ENV CXX=g++-12",
                    "LABEL org.pgo.image.name=gcc12", "LABEL org.pgo.image.build=20250101T000000Z",
                    "LABEL org.pgo.image.rootfs-sha256=abc123"):
@@ -402,7 +419,19 @@ def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path):
     assert imported.endswith(" - pgo-worker/gcc12:20250101T000000Z")
     again = run_cli("--images", store.root, "container-image", "--docker", docker, check=0)
     assert "is already imported" in again.stdout
-    assert sum(c.startswith("import ") for c in (tmp_path / "docker.calls").read_text().splitlines()) == 1
+    assert len(imports(docker)) == 1
+
+
+def test_a_rollback_names_the_previous_images_container(tmp_path, fake_docker):
+    store = Store(tmp_path / "images")
+    with_rootfs(fake_build(store, "gcc11", "20250101T000000Z"), tmp_path, "sum-11")
+    with_rootfs(fake_build(store, "gcc12", "20250201T000000Z"), tmp_path, "sum-12")
+    run_cli("--images", store.root, "promote", "gcc11", "--docker", fake_docker, check=0)
+    run_cli("--images", store.root, "promote", "gcc12", "--docker", fake_docker, check=0)
+    assert store.pointer()["current"]["container_image"] == "pgo-worker/gcc12:20250201T000000Z"
+    run_cli("--images", store.root, "rollback", "--docker", fake_docker, check=0)
+    assert store.pointer()["current"]["container_image"] == "pgo-worker/gcc11:20250101T000000Z"
+    assert len(imports(fake_docker)) == 2            # gcc11's import is still in Docker
 
 
 def test_container_image_without_docker_is_one_line(tmp_path):

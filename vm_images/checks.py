@@ -165,13 +165,18 @@ def test_image(build, store, say=print):
             sysbench = in_image(["sysbench", "--version"])
             if not sysbench.ok:
                 return False, f"sysbench does not run: {sysbench.tail[-200:]}"
+            # the release gate's --callgrind
+            valgrind = in_image(["valgrind", "--version"])
+            if not valgrind.ok:
+                return False, f"valgrind does not run: {valgrind.tail[-200:]}"
             result = run_pgo(build, ["bench", "--from-result", BENCH_SAMPLE, "--out", f"{OUT_IN_IMAGE}/bench"],
                              out, log, scratch)
             # 0 and 1 are the gate's verdicts: the analysis ran; anything else is a broken tool
             if result.returncode not in (0, 1) or not (out / "bench" / "speedup.png").is_file():
                 return False, f"pgo bench --from-result failed with status {result.returncode}: {result.tail[-300:]}"
             libraries = ", ".join(f"{p} {manifest['packages'].get(p, 'missing')}" for p in BENCH_LIBRARIES)
-            return True, (f"{sysbench.tail.splitlines()[-1]}; pgo bench re-analysed and plotted {BENCH_SAMPLE} "
+            return True, (f"{sysbench.tail.splitlines()[-1]}, {valgrind.tail.splitlines()[-1]}; pgo bench "
+                          f"re-analysed and plotted {BENCH_SAMPLE} "
                           f"({libraries})")
 
     def boots():

@@ -54,9 +54,7 @@ def make_parser():
     promote = sub.add_parser("promote", help="make a build the current image, without a rollout")
     promote.add_argument("build", help="IMAGE (its latest build) or IMAGE/BUILD")
     promote.add_argument("--reason", default="promoted by hand")
-    promote.add_argument("--no-container", action="store_true",
-                         help="do not import it into Docker, even when `docker info` answers")
-    promote.add_argument("--docker", default="docker", help="the Docker client (default: docker on PATH)")
+    container_options(promote)
     promote.set_defaults(func=cmd_promote)
 
     container = sub.add_parser("container-image", help="import the current image into Docker, for container "
@@ -75,16 +73,31 @@ def make_parser():
     rollout.add_argument("--resume", metavar="ROLLOUT",
                          help="continue this stopped rollout (e.g. a gate disturbed by noise): the steps it "
                          "passed are kept, the rest run again")
+    container_options(rollout)
     rollout.set_defaults(func=cmd_rollout)
 
     rollback = sub.add_parser("rollback", help="make the previous image current again (deletes nothing)")
     rollback.add_argument("--reason", default="rolled back by hand")
+    container_options(rollback)
     rollback.set_defaults(func=cmd_rollback)
 
     status = sub.add_parser("status", help="the current image and the pointer's history")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
     return parser
+
+
+def container_options(command):
+    """A command that moves the pointer also imports the image it names into Docker (container workers)."""
+    command.add_argument("--docker", default="docker", help="the Docker client (default: docker on PATH)")
+    command.add_argument("--no-container", action="store_true",
+                         help="do not import the image into Docker, even when `docker info` answers")
+
+
+def follow_pointer(store, args):
+    if not args.no_container:
+        from vm_images.container import follow_pointer
+        follow_pointer(store, args.docker)
 
 
 def cmd_validate(args):
@@ -129,14 +142,7 @@ def cmd_promote(args):
     entry = store.point_to(store.build(args.build), args.reason)
     print(f"current image: {entry['image']}/{entry['build']} ({entry['compiler']['cc']} "
           f"{entry['compiler']['version']}); pointer {store.pointer_file}")
-    if args.no_container:
-        return
-    from vm_images.container import docker_answers, make_container_image
-    if docker_answers(args.docker):
-        make_container_image(store, args.docker)
-    else:
-        print(f"no container image: `{args.docker} info` does not answer (once it does: "
-              "python3 -m vm_images container-image)")
+    follow_pointer(store, args)
 
 
 def cmd_container_image(args):
@@ -157,12 +163,17 @@ def cmd_rollout(args):
     if not to_image:
         raise ImageError("rollout needs --to IMAGE (or --resume ROLLOUT)")
     rollout = Rollout(store, ImageOperations(store), definition.canary(canary or "minimal"))
-    return 0 if rollout.run(to_image, args.from_image, args.reuse_build, args.resume) else 1
+    promoted = rollout.run(to_image, args.from_image, args.reuse_build, args.resume)
+    if promoted:
+        follow_pointer(store, args)
+    return 0 if promoted else 1
 
 
 def cmd_rollback(args):
     from vm_images.rollout import rollback
-    rollback(Store(args.images), args.reason)
+    store = Store(args.images)
+    rollback(store, args.reason)
+    follow_pointer(store, args)
 
 
 def cmd_status(args):

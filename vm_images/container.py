@@ -96,3 +96,13 @@ def make_container_image(store, docker="docker", say=print):
                                         "worker_cache": f"/home/{user}/{CACHE}", "worker_repo": REPO_IN_IMAGE})
     say(f"container image of {build.ref}: {tag} (worker user {entry['worker_user']}); pointer {store.pointer_file}")
     return entry
+
+
+def follow_pointer(store, docker="docker", say=print):
+    """After the pointer moved (promote, a rollout, rollback): import the image it names, when Docker
+    answers here, so that container workers run it from their next build on; one line either way."""
+    if not docker_answers(docker):
+        say(f"no container image: `{docker} info` does not answer (once it does: "
+            "python3 -m vm_images container-image)")
+        return None
+    return make_container_image(store, docker, say)
