@@ -71,7 +71,7 @@ def current_image(images):
         raise SettingsError(f"cannot read the current VM image from {pointer}: {e}") from None
 
 
-CONTAINER_FIELDS = ("container_image", "worker_user", "worker_cache", "worker_repo")
+CONTAINER_FIELDS = ("container_image", "worker_user", "worker_uid", "worker_gid", "worker_cache", "worker_repo")
 
 
 def current_container(images):
@@ -123,8 +123,27 @@ def master_address(settings):
     return "127.0.0.1" if settings.listen in ("", "0.0.0.0", "localhost") else settings.listen
 
 
+def check_archive_writable(spec, layout, settings):
+    """The container writes the profile archive as its worker user: refuse a folder it could not write,
+    rather than fail every release's archive phase (Docker would make a missing one root's)."""
+    archive = Path(settings.archive)
+    uid, gid = layout["worker_uid"], layout["worker_gid"]
+    try:
+        found = archive.stat()
+    except OSError:
+        found = None
+    writable = found is not None and (found.st_mode & 0o002 or (found.st_uid == uid and found.st_mode & 0o200)
+                                      or (found.st_gid == gid and found.st_mode & 0o020))
+    if not writable:
+        raise SettingsError(f"docker worker {spec.name} writes the profile archive {archive} as uid {uid} "
+                            f"({layout['worker_user']} in {layout['container_image']}), which "
+                            f"{'cannot write it' if found else 'is missing'}: mkdir -p {archive} && "
+                            f"chown {uid}:{gid} {archive}")
+
+
 def docker_worker(spec, settings):
     layout = current_container(spec.images)
+    check_archive_writable(spec, layout, settings)
     hostconfig = {"network_mode": "host", "init": True, "shm_size": "1g", "mem_limit": f"{spec.memory_mib}m",
                   "nano_cpus": spec.cpus * 10**9, "tmpfs": hidden_settings(settings, layout)}
     return worker.DockerLatentWorker(

@@ -272,8 +272,8 @@ workers = ["c1"]
 """
 
 
-CONTAINER = {"container_image": "pgo-worker/gcc12:B1", "worker_user": "buildbot",
-             "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
+CONTAINER = {"container_image": "pgo-worker/gcc12:B1", "worker_user": "buildbot", "worker_uid": os.getuid(),
+             "worker_gid": os.getgid(), "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
 
 
 def write_pointer(images, **current):
@@ -293,6 +293,7 @@ def test_a_docker_worker_is_a_latent_container_of_the_current_image(tmp_path):
     write_pointer(tmp_path / "images", **CONTAINER)
     settings_file = tmp_path / "settings.toml"
     settings_file.write_text(CONTAINER_SETTINGS)
+    (tmp_path / "archive").mkdir()
     settings = load_settings(settings_file)
     spec = settings.worker("c1")
     # No password in the settings: the master gives the container a random one at each start.
@@ -318,7 +319,9 @@ def test_a_docker_worker_is_a_latent_container_of_the_current_image(tmp_path):
 
 def test_a_container_never_sees_the_masters_settings_in_the_checkout(tmp_path):
     write_pointer(tmp_path / "images", **CONTAINER)
+    (tmp_path / "archive").mkdir()
     settings = from_dict({
+        "archive": str(tmp_path / "archive"),
         "workers": [{"name": "c1", "kind": "docker", "images": str(tmp_path / "images")}],
         "platforms": [{"name": "local", "workers": ["c1"]}]}, REPO / "run", REPO / "run" / "master-settings.toml")
     (container,) = make_workers(settings)
@@ -352,3 +355,21 @@ def test_pgo_steps_run_in_the_workers_checkout_and_package_builds_in_the_release
     assert render(handed, container) == "pgo-worker/gcc12:B1"
     local_worker = SimpleNamespace(workerforbuilder=SimpleNamespace(worker=SimpleNamespace()))
     assert render(handed, local_worker) is None
+
+
+def test_a_docker_worker_needs_an_archive_its_worker_user_can_write(tmp_path):
+    write_pointer(tmp_path / "images", **CONTAINER | {"worker_uid": 4321, "worker_gid": 4321})
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(CONTAINER_SETTINGS)
+    settings = load_settings(settings_file)
+    archive = tmp_path / "archive"
+    fix = f"mkdir -p {archive} && chown 4321:4321 {archive}"
+    with pytest.raises(SettingsError) as missing:
+        make_workers(settings)
+    assert str(missing.value) == (f"docker worker c1 writes the profile archive {archive} as uid 4321 (buildbot in "
+                                  f"pgo-worker/gcc12:B1), which is missing: {fix}")
+    archive.mkdir(mode=0o755)
+    with pytest.raises(SettingsError, match=f"which cannot write it: {fix}$"):
+        make_workers(settings)
+    archive.chmod(0o777)
+    assert make_workers(settings)

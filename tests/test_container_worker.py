@@ -21,7 +21,6 @@ from pgo import atomic
 from pgo.checksums import sha256_file, verify_sha256sums
 from vm_images import definition
 from vm_images.build import installed_packages, pack_tarball, provision
-from vm_images.checks import worker_uid
 from vm_images.container import START
 from vm_images.store import ROOTFS_TARBALL, Store
 
@@ -112,9 +111,8 @@ formats = {json.dumps(FORMATS)}
 enabled = false
 """)
     # The profile archive is a path on this machine the container's worker user writes.
-    uid, gid = worker_uid(store.build(f"{current['image']}/{current['build']}").rootfs, current["worker_user"])
     (root / "archive").mkdir()
-    os.chown(root / "archive", uid, gid)
+    os.chown(root / "archive", current["worker_uid"], current["worker_gid"])
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(local.SETTINGS_ENV, raising=False)
         runtime = local.Runtime(root)

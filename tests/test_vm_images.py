@@ -379,6 +379,9 @@ def with_rootfs(build, tmp_path, sha256):
     (tree / "hello").write_text("hello\n")
     tarball = build.path / "rootfs.tar.zst"
     subprocess.run(["tar", "--create", "--zstd", "--file", tarball, "-C", tree, "."], check=True)
+    (build.rootfs / "etc").mkdir(parents=True)
+    (build.rootfs / "etc/passwd").write_text("root:x:0:0::/root:/bin/sh\n"
+                                             "buildbot:x:1000:1001::/home/buildbot:/bin/sh\n")
     manifest = build.manifest
     manifest["artifacts"] = {"rootfs.tar.zst": {"bytes": tarball.stat().st_size, "sha256": sha256}}
     (build.path / "manifest.json").write_text(json.dumps(manifest))
@@ -405,9 +408,10 @@ def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path, 
     assert promoted.stdout.splitlines()[-1].startswith(
         "container image of gcc12/20250101T000000Z: pgo-worker/gcc12:20250101T000000Z (worker user buildbot)")
     current = store.pointer()["current"]
-    assert {k: current[k] for k in ("container_image", "worker_user", "worker_cache", "worker_repo")} == {
-        "container_image": "pgo-worker/gcc12:20250101T000000Z", "worker_user": "buildbot",
-        "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
+    assert {k: current[k] for k in ("container_image", "worker_user", "worker_uid", "worker_gid", "worker_cache",
+                                    "worker_repo")} == {
+        "container_image": "pgo-worker/gcc12:20250101T000000Z", "worker_user": "buildbot", "worker_uid": 1000,
+        "worker_gid": 1001, "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
     # Docker 20.10 cannot read zstd: the tar goes in decompressed, with the compiler and labels.
     assert subprocess.run(["tar", "-tf", f"{docker}.stdin"], capture_output=True, text=True).stdout.split() == [
         "./", "./hello"]

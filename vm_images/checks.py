@@ -11,13 +11,12 @@ import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from pgo import protocol
 from pgo.atomic import write_json
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
-from vm_images.container import REPO_IN_IMAGE
+from vm_images.container import REPO_IN_IMAGE, worker_ids
 from vm_images.store import now, read_json, stamp
 
 OUT_IN_IMAGE = "/srv/out"
@@ -61,19 +60,11 @@ class Report:
             f"{c.name}: {c.detail}" for c in failed)
 
 
-def worker_uid(rootfs, user):
-    for line in (Path(rootfs) / "etc/passwd").read_text().splitlines():
-        fields = line.split(":")
-        if fields[0] == user:
-            return int(fields[2]), int(fields[3])
-    raise ImageError(f"the image has no user '{user}'")
-
-
 def run_pgo(build, pgo_args, out, log, scratch, echo=None):
     """`python3 -m pgo ...` inside the image as its worker user; out is /srv/out there."""
     manifest = build.manifest
     user = manifest["definition"]["worker"]["user"]
-    uid, gid = worker_uid(build.rootfs, user)
+    uid, gid = worker_ids(build.rootfs, user)
     out.mkdir(parents=True, exist_ok=True)
     shutil.chown(out, uid, gid)
     return chroot.run(build.rootfs, ["python3", "-m", "pgo", *pgo_args], log, user=user,

@@ -87,13 +87,25 @@ def import_build(build, docker="docker", say=print):
     return tag
 
 
+def worker_ids(rootfs, user):
+    """The worker user's uid and gid in the image: what a folder the container writes (the
+    profile archive) must let write."""
+    for line in (rootfs / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user:
+            return int(fields[2]), int(fields[3])
+    raise ImageError(f"the image has no user '{user}'")
+
+
 def make_container_image(store, docker="docker", say=print):
     """Import the current image into Docker and name it in current.json."""
     build = store.current()
     tag = import_build(build, docker, say)
     user = build.manifest["definition"]["worker"]["user"]
-    entry = store.set_container(build, {"container_image": tag, "worker_user": user,
-                                        "worker_cache": f"/home/{user}/{CACHE}", "worker_repo": REPO_IN_IMAGE})
+    uid, gid = worker_ids(build.rootfs, user)
+    entry = store.set_container(build, {"container_image": tag, "worker_user": user, "worker_uid": uid,
+                                        "worker_gid": gid, "worker_cache": f"/home/{user}/{CACHE}",
+                                        "worker_repo": REPO_IN_IMAGE})
     say(f"container image of {build.ref}: {tag} (worker user {entry['worker_user']}); pointer {store.pointer_file}")
     return entry
 
