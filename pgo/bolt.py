@@ -17,13 +17,15 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from pgo import PipelineError, process
+from pgo import PipelineError, platforms, process
 from pgo.proof import elf_section
 
-# The BOLT of Debian 12 (bookworm main: bolt-19, with its instrumentation runtime in libbolt-19-dev;
-# tools/install-deps.sh), or an llvm-bolt first on PATH.
-VERSIONS = ("19",)
-INSTALL_HINT = "tools/install-deps.sh installs bolt-19 and libbolt-19-dev"
+# The BOLT of each platform's Debian release (pgo/platforms.toml `bolt`: bolt-19 in bookworm's and
+# trixie's main, with its instrumentation runtime in libbolt-19-dev; tools/install-deps.sh), newest
+# first, or an llvm-bolt first on PATH.
+VERSIONS = platforms.bolt_versions()
+INSTALL_HINT = ("tools/install-deps.sh installs "
+                + " or ".join(f"bolt-{v} and libbolt-{v}-dev" for v in VERSIONS))
 RUNTIME = "libbolt_rt_instr.a"
 # What BOLT writes into every binary it rewrote (bolt/README.md, "Identifying a Binary Modified By BOLT").
 NOTE = b".note.bolt_info"

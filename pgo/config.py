@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import PipelineError
+from pgo import PipelineError, platforms
 from pgo.readers import read_toml
 from pgo.versions import version_line
 
@@ -88,7 +88,8 @@ class BuildConfig:
     # newest version, and a version of another line is refused. None: any version.
     line: str | None = None
     # The Debian suite whose source packages have this line (the deb-src entry the source
-    # phase adds, pgo/source.py); None: this machine's own suites.
+    # phase adds, pgo/source.py): the release of the platform that ships the line
+    # (pgo/platforms.toml `lines`); None: this machine's own suites.
     debian_suite: str | None = None
     # Link-time optimisation in every variant (pgo/toolchain.py LTO_FLAGS); part of the flags
     # fingerprint, so a profile made with it is never used without it, nor the other way.
@@ -210,6 +211,10 @@ def build_config(name, data=None):
     line = nearest("line")
     if line is not None and not re.fullmatch(r"[0-9]+\.[0-9]+", str(line)):
         raise PipelineError(f"configuration '{name}': line '{line}' is not MAJOR.MINOR")
+    if nearest("debian_suite") is not None:
+        # Which release's source carries a line is the platform table's to say, once.
+        raise PipelineError(f"configuration '{name}': debian_suite is no longer set here; the suite of line "
+                            f"{line}'s source is the release that ships it ({platforms.PLATFORMS_FILE.name} lines)")
     switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules", "debian_patches")}
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
@@ -230,7 +235,7 @@ def build_config(name, data=None):
     if "optimized" in variants or not set(variants) <= {"instrumented", "plain"}:
         raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
                             "and the plain build may build less; the optimised build is what ships")
-    return BuildConfig(name, product(product_name, data), args, line, nearest("debian_suite"),
+    return BuildConfig(name, product(product_name, data), args, line, platforms.source_suite(line),
                        bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]),
                        generator, compile_flags, link_flags,
                        variants if reduced_cmake else (), reduced_cmake,

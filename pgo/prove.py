@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pgo import PipelineError, debpackages, piuparts, process, source, testrun
+from pgo import PipelineError, debpackages, piuparts, platforms, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
 from pgo.protocol import PACKAGE_INFO
@@ -50,7 +50,11 @@ NOBODY = 65534
 def register(subparsers):
     prove = subparsers.add_parser("prove", help="install a package folder's packages and run them")
     prove.add_argument("folder", help="a folder published by `pgo package`")
-    prove.add_argument("--distribution", default="bookworm", help="Debian release of the deb chroot and of piuparts")
+    prove.add_argument("--platform", help="deb: the platform (pgo/platforms.toml) the debs are for: its Debian "
+                                          "release is the chroot's and piuparts', its version suffix the deb "
+                                          "recipe's (default: this machine's, or $PGO_PLATFORM)")
+    prove.add_argument("--distribution", help="Debian release of the deb chroot and of piuparts (default: the "
+                                              "platform's codename)")
     prove.add_argument("--mirror", help="Debian mirror for the chroot and piuparts (default: deb.debian.org)")
     prove.add_argument("--replace-distribution", action="store_true",
                        help="deb: in the chroot, first install the distribution's packages of the set's names, "
@@ -87,6 +91,8 @@ def cmd_prove(args):
     if args.upgrade_from and not (args.piuparts or args.replace_distribution):
         raise PipelineError("--upgrade-from is the older set of --piuparts' upgrade test or of "
                             "--replace-distribution: add one of them")
+    # An unknown platform is refused before any work; a machine of no platform only where debs need one.
+    args.platform = platforms.platform(args.platform) if args.platform else None
     say(f"proving {folder.name}: {info['product']} {info['package_version']} {info['format']}, "
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
     if args.upgrade_from:
@@ -346,7 +352,9 @@ def distribution_versions(recipe, version):
 
 def prove_deb(folder, info, args):
     debs = some(folder, "*.deb")
-    recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml")
+    platform = args.platform or platforms.host()
+    args.distribution = args.distribution or platform.codename
+    recipe = load_toml(RECIPES / "deb" / f"{info['product']}.toml", platform)
     theirs = distribution_versions(recipe, info["version"])
     for deb in debs:
         version = debpackages.control_field(deb, "Version")

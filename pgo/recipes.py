@@ -7,7 +7,7 @@ pgo/package.py (the formats and `pgo package`), pgo/debpackages.py (the .debs) a
 
 import textwrap
 
-from pgo import REPO
+from pgo import REPO, platforms
 from pgo.process import output_of
 from pgo.readers import read_toml
 
@@ -21,12 +21,30 @@ STALE_MARK = "~stale"
 BOLT_MARK = "+bolt"
 
 
-def load_toml(path):
-    return read_toml(path, "recipe")
+def load_toml(path, platform=None):
+    """A recipe; with a platform (pgo/platforms.py), a deb recipe for that Debian release (for_platform)."""
+    data = read_toml(path, "recipe")
+    return for_platform(data, platform) if platform is not None else data
 
 
-def recipe(fmt, build):
-    return load_toml(RECIPES / fmt / f"{build.info['product']}.toml")
+def for_platform(data, platform):
+    """A deb recipe with its release's knowledge from the platform table, not written into the recipe: the
+    changelog's distribution (the codename, unless the recipe names one) and Debian's version suffix in
+    `distribution_version` ("1:{version}-0+{version_suffix}" -> "1:{version}-0+deb12u1")."""
+    data = dict(data)
+    data.setdefault("distribution", platform.codename)
+    if "distribution_version" in data:
+        data["distribution_version"] = data["distribution_version"].replace("{version_suffix}",
+                                                                            platform.version_suffix)
+    return data
+
+
+def recipe(fmt, build, platform=None):
+    """The product's recipe of format fmt; a deb recipe for `platform` (default: this machine's)."""
+    path = RECIPES / fmt / f"{build.info['product']}.toml"
+    if fmt != "deb":
+        return load_toml(path)
+    return load_toml(path, platform or platforms.host())
 
 
 def run(cmd, cwd=None, env=None):

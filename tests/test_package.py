@@ -175,9 +175,10 @@ NEXT_UPSTREAM = {"10.11.18": "1:10.11.19-0+deb12u1", "10.11.19": "1:10.11.20-0+d
 
 @pytest.mark.parametrize("theirs", DEBIAN + source.debian_versions("mariadb"))
 def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
+    from pgo import platforms
     from pgo.debpackages import deb_version
     from pgo.recipes import RECIPES, load_toml
-    recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
+    recipe = load_toml(RECIPES / "deb" / "mariadb.toml", platforms.platform("debian-12"))
     release = source.release_of(theirs)
     # Built from another source (a tarball, git), the upstream part is the release itself: above
     # Debian's unless Debian repacked it (only Debian's own source package spells '11.8.9+ds').
@@ -190,6 +191,10 @@ def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
     built_from_debian = deb_version(Built(release, "pgo", f"debian:mariadb={theirs}"), recipe)
     assert built_from_debian == f"1:{source.upstream_of(theirs)}+pgo-1"
     assert recipe["distribution_version"].format(version="10.11.19") == "1:10.11.19-0+deb12u1"
+    assert recipe["distribution"] == "bookworm"
+    trixie = load_toml(RECIPES / "deb" / "mariadb.toml", platforms.platform("debian-13"))
+    assert (trixie["distribution"], trixie["distribution_version"].format(version="11.8.9")) == \
+        ("trixie", "1:11.8.9-0+deb13u1")
 
 
 # debian/additions of Debian's source packages (tar tJf of their debian.tar.xz): 10.11.18-0+deb12u1

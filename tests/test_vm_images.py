@@ -107,7 +107,52 @@ def test_the_worker_can_fetch_the_source_packages_of_its_source_suites(monkeypat
 
 
 def test_unknown_image_names_the_known_ones(data):
-    assert image_error("gcc99", data) == "unknown image 'gcc99' (known: gcc11, gcc12)"
+    assert image_error("gcc99", data) == "unknown image 'gcc99' (known: gcc11, gcc12, gcc14)"
+
+
+def test_the_trixie_definition_pins_gcc_14_and_trixies_package_names():
+    gcc14 = definition.image("gcc14")
+    assert (gcc14.distribution, gcc14.release, gcc14.source_suites) == ("debian", "trixie", ())
+    assert (gcc14.compiler.cc, gcc14.compiler.cxx, gcc14.compiler.version) == ("gcc-14", "g++-14", "14.2.0")
+    # GCC 14's compiler proper is in per-target packages, pinned with the front ends.
+    assert dict(gcc14.compiler.packages) == {name: "14.2.0-19" for name in (
+        "gcc-14", "g++-14", "cpp-14", "gcc-14-x86-64-linux-gnu", "g++-14-x86-64-linux-gnu", "cpp-14-x86-64-linux-gnu")}
+    # MariaDB 11.8's Build-Depends in trixie: a JDK for CONNECT's JDBC, no libpmem-dev; pkgconf by name.
+    assert {"default-jdk", "dh-package-notes", "libnet-ssleay-perl", "pkgconf"} <= set(gcc14.packages)
+    assert not {"libpmem-dev", "pkg-config"} & set(gcc14.packages)
+    # Debian 12's images keep Debian 12's set.
+    gcc12 = definition.image("gcc12")
+    assert "libpmem-dev" in gcc12.packages and "default-jdk" not in gcc12.packages
+
+
+def test_the_trixie_image_fetches_its_own_sources_only(monkeypatch, tmp_path):
+    from vm_images import build
+    commands = []
+    monkeypatch.setattr(build, "run_logged", lambda command, log: commands.append(command))
+    build.bootstrap(definition.image("gcc14"), tmp_path, None)
+    entries = [arg for arg in map(str, commands[0]) if arg.startswith("deb")]
+    assert "deb http://deb.debian.org/debian-security trixie-security main" in entries
+    assert not [e for e in entries if "bookworm" in e]
+    assert "--include=" in " ".join(map(str, commands[0])) and "gcc-14=14.2.0-19" in str(commands[0])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.update(image="gcc99"), "platform 'debian-13' (platforms.toml): image 'gcc99' is not defined"),
+    (lambda t: t.update(image="gcc12"), "image 'gcc12' is debian bookworm, not debian trixie"),
+    (lambda t: t.update(compiler={"cc": "gcc-13", "cxx": "g++-13", "version": "13.3.0"}),
+     "image 'gcc14' pins gcc-14 g++-14 14.2.0, the platform says gcc-13 g++-13 13.3.0"),
+    (lambda t: t.update(source_suites=["forky"]), "image 'gcc14' has no deb-src entries of forky"),
+])
+def test_a_platforms_image_must_be_of_its_release_and_compiler(change, message):
+    import tomllib
+
+    from pgo import platforms
+    raw = tomllib.loads(platforms.PLATFORMS_FILE.read_text())
+    change(raw["platforms"]["debian-13"])
+    table = {name: platforms.parse(name, entry) for name, entry in raw["platforms"].items()}
+    with pytest.raises(ImageError) as e:
+        definition.validate_all(platform_table=table)
+    assert message in str(e.value)
 
 
 def test_worker_must_match_the_masters_buildbot(data, tmp_path):
@@ -152,7 +197,7 @@ def test_bench_options_leave_the_gate_to_the_rollout(data, options, message):
 
 def test_building_an_unknown_image_fails_before_anything_starts(tmp_path):
     result = run_cli("--images", tmp_path, "build", "gcc99", check=1)
-    assert result.stderr.strip() == "vm_images: error: unknown image 'gcc99' (known: gcc11, gcc12)"
+    assert result.stderr.strip() == "vm_images: error: unknown image 'gcc99' (known: gcc11, gcc12, gcc14)"
     assert not any(tmp_path.iterdir())
 
 

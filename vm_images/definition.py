@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import protocol
+from pgo import platforms, protocol
 from pgo.bench.policy import POLICIES
 from pgo.readers import read_toml
 from vm_images import REPO, ImageError
@@ -298,12 +298,43 @@ def canary(name, data=None):
                   tuple(options))
 
 
-def validate_all(data=None, requirements=MASTER_REQUIREMENTS):
-    """Every image and canary of the file, or the first error."""
+def validate_all(data=None, requirements=MASTER_REQUIREMENTS, platform_table=None):
+    """Every image and canary of the file, or the first error; and that each platform's image fits it."""
     data = data if data is not None else load()
     unknown = sorted(set(data) - {"package_sets", "bases", "images", "canaries"})
     if unknown:
         raise ImageError(f"unknown section '{unknown[0]}' (known: bases, canaries, images, package_sets)")
     images = [image(n, data, requirements) for n in image_names(data)]
     canaries = [canary(n, data) for n in sorted(data.get("canaries", {}))]
+    check_platforms(images, platform_table)
     return images, canaries
+
+
+def check_platforms(images, platform_table=None):
+    """Each platform of pgo/platforms.toml that names an image names one defined here, of its Debian
+    release, with its compiler, able to fetch the sources it builds: the table says what a platform
+    is, the image pins it, and the two must not drift apart."""
+    try:
+        table = platform_table if platform_table is not None else platforms.load()
+    except platforms.PlatformError as e:
+        raise ImageError(str(e)) from None
+    by_name = {i.name: i for i in images}
+    for p in sorted(table.values(), key=lambda p: p.name):
+        if p.image is None:
+            continue
+        where = f"platform '{p.name}' ({platforms.PLATFORMS_FILE.name})"
+        if p.image not in by_name:
+            raise ImageError(f"{where}: image '{p.image}' is not defined in {DEFINITIONS.name} "
+                             f"(known: {', '.join(sorted(by_name)) or 'none'})")
+        i = by_name[p.image]
+        if (i.distribution, i.release) != (p.distribution, p.codename):
+            raise ImageError(f"{where}: image '{i.name}' is {i.distribution} {i.release}, "
+                             f"not {p.distribution} {p.codename}")
+        theirs = (i.compiler.cc, i.compiler.cxx, i.compiler.version)
+        ours = (p.compiler.cc, p.compiler.cxx, p.compiler.version)
+        if theirs != ours:
+            raise ImageError(f"{where}: image '{i.name}' pins {' '.join(theirs)}, the platform says {' '.join(ours)}")
+        missing = [s for s in p.source_suites if s not in i.source_suites]
+        if missing:
+            raise ImageError(f"{where}: image '{i.name}' has no deb-src entries of {missing[0]}, "
+                             "whose sources the platform builds (source_suites)")
