@@ -4,16 +4,17 @@ builder per package format, and the nightly builder on the nightly's platform.""
 from buildbot.plugins import util
 
 from buildmaster import factories
-from buildmaster.workers import HEAVY_BUILD, PACKAGING, same_worker_as_release
+from buildmaster.workers import PACKAGING, heavy_build_locks, same_worker_as_release
 
 
 def make_builders(settings):
     builders = []
+    heavy = heavy_build_locks(settings)
     for platform in settings.platforms:
         workers = list(platform.workers)
         builders.append(util.BuilderConfig(
             name=factories.release_builder_name(platform), workernames=workers, tags=["release", platform.name],
-            factory=factories.release_factory(settings, platform), locks=[HEAVY_BUILD.access("exclusive")],
+            factory=factories.release_factory(settings, platform), locks=heavy,
             description=f"PGO release for {platform.name}: {', '.join(platform.formats)}"))
         for package_format in platform.formats:
             builders.append(util.BuilderConfig(
@@ -26,6 +27,6 @@ def make_builders(settings):
         builders.append(util.BuilderConfig(
             name=factories.nightly_builder_name(platform), workernames=list(platform.workers),
             tags=["nightly", platform.name], factory=factories.nightly_factory(settings),
-            locks=[HEAVY_BUILD.access("exclusive")],
+            locks=heavy,
             description=f"nightly PGO tarball of {settings.nightly.source}, keeps the last {settings.nightly.keep}"))
     return builders

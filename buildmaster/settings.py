@@ -10,8 +10,10 @@ file are relative to the file's folder.
 
 import os
 import secrets
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pgo import REPO, PipelineError
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
@@ -33,6 +35,11 @@ def downloads_port_after(web_port):
 WORKER_KINDS = ("local", "libvirt", "docker")
 # A docker worker's daemon unless its entry says otherwise: this machine's own.
 DOCKER_HOST = "unix:///var/run/docker.sock"
+# The machine the master runs on, as a worker's `host`: where a local worker, a container of this
+# machine's Docker daemon and a VM of this machine's hypervisor compile. Other spellings of this
+# machine count as it, so one machine is never two hosts with two locks.
+MASTER_HOST = "localhost"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 class SettingsError(PipelineError):
@@ -50,6 +57,23 @@ class WorkerSettings:
     docker_host: str = DOCKER_HOST    # docker: the daemon that runs the containers
     memory_mib: int = 8192
     cpus: int = 2
+    # The machine whose cores it compiles on: workers of one host take turns for heavy builds
+    # (heavy_builds_per_host). Default: docker_host's or uri's machine, else the master's.
+    host: str | None = None
+
+    @property
+    def build_host(self):
+        """The host this worker compiles on, in one spelling per machine (MASTER_HOST for the master's)."""
+        named = self.host
+        if named is None and self.kind == "docker":
+            named = urlsplit(self.docker_host).hostname            # unix:// has none: this machine's daemon
+        elif named is None and self.kind == "libvirt":
+            named = urlsplit(self.uri).hostname                    # qemu:///system has none: this machine
+        if named is None:
+            return MASTER_HOST
+        named = named.strip().lower()
+        this_machine = socket.gethostname().lower()
+        return MASTER_HOST if named in (*LOOPBACK_NAMES, this_machine, this_machine.split(".")[0]) else named
 
 
 @dataclass(frozen=True)
@@ -106,6 +130,9 @@ class Settings:
     # ./release gives up on a request that waited this long for a worker which is not
     # connected: long enough for a worker to be restarted, short of a silent afternoon.
     worker_wait_minutes: float = 15.0
+    # Heavy builds (release, nightly: each compiles with every core) at once on the workers of one
+    # host; more only slow each other down and disturb the benchmark.
+    heavy_builds_per_host: int = 1
     source_file: Path | None = field(default=None, compare=False)
 
     def platform(self, name):
@@ -138,7 +165,7 @@ def from_dict(data, base, source_file):
 
     known = {"title", "url", "listen", "web_port", "worker_port", "downloads_port", "downloads_url", "db_url",
              "admins", "workers", "platforms", "nightly", "downloads", "archive", "repo_on_worker", "min_speedup",
-             "inconclusive", "bench_options", "max_lost_workers", "worker_wait_minutes"}
+             "inconclusive", "bench_options", "max_lost_workers", "worker_wait_minutes", "heavy_builds_per_host"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(f"{source_file}: unknown setting '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -170,6 +197,7 @@ def from_dict(data, base, source_file):
         max_lost_workers=int(data.get("max_lost_workers", 2)),
         worker_wait_minutes=number_setting(data, "worker_wait_minutes", source_file,
                                            default=Settings.worker_wait_minutes),
+        heavy_builds_per_host=data.get("heavy_builds_per_host", Settings.heavy_builds_per_host),
         source_file=source_file,
     )
     check(settings)
@@ -224,6 +252,8 @@ def check(s):
             raise SettingsError(f"{where}: libvirt worker {w.name} needs hd_image and images")
         if w.kind == "docker" and not w.images:
             raise SettingsError(f"{where}: docker worker {w.name} needs images (vm_images' folder)")
+        if w.host is not None and (not isinstance(w.host, str) or not w.host.strip()):
+            raise SettingsError(f"{where}: worker {w.name}: host must be a machine's name, not {w.host!r}")
     if not s.platforms:
         raise SettingsError(f"{where}: no [[platforms]]: nothing to build on")
     for p in s.platforms:
@@ -242,6 +272,10 @@ def check(s):
         raise SettingsError(f"{where}: inconclusive '{s.inconclusive}' is not one of {', '.join(INCONCLUSIVE_CHOICES)}")
     if not s.downloads_url.endswith("/"):
         raise SettingsError(f"{where}: downloads_url must end with '/'")
+    if (isinstance(s.heavy_builds_per_host, bool) or not isinstance(s.heavy_builds_per_host, int)
+            or s.heavy_builds_per_host < 1):
+        raise SettingsError(f"{where}: heavy_builds_per_host must be a whole number of at least 1, "
+                            f"not {s.heavy_builds_per_host!r}")
     if s.worker_wait_minutes <= 0:
         raise SettingsError(f"{where}: worker_wait_minutes must be above 0")
     if s.nightly.keep < 1:

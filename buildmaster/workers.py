@@ -1,4 +1,4 @@
-"""Workers and the locks that keep one heavy build per worker.
+"""Workers, and the locks that keep one heavy build per worker and per host (heavy_builds_per_host).
 
 A local worker is a buildbot-worker process on this machine (`./release` starts
 it). A libvirt worker is a latent VM, booted for a build from the image that
@@ -14,7 +14,7 @@ from xml.sax.saxutils import escape
 
 from buildbot.plugins import util, worker
 
-from buildmaster.settings import SettingsError
+from buildmaster.settings import DOCKER_HOST, SettingsError
 from pgo import REPO
 from pgo.protocol import CURRENT_IMAGE
 
@@ -24,6 +24,8 @@ VM_IDLE_SHUTDOWN = 10 * 60
 # A container's worker connects within seconds (plus its apt-get update); a daemon that cannot
 # start it must not hold a release for the VMs' twenty minutes.
 CONTAINER_START_TIMEOUT = 5 * 60
+# How long the master's start waits for a Docker daemon to say whether it has a worker's image.
+DOCKER_ANSWER_TIMEOUT = 30
 # The build property that tells the pgo steps where a container worker has this repository
 # (buildmaster/factories.py); current.json says where (vm_images/container.py).
 REPO_PROPERTY = "pgo_repo"
@@ -141,8 +143,43 @@ def check_archive_writable(spec, layout, settings):
                             f"chown {uid}:{gid} {archive}")
 
 
+def docker_image_state(docker_host, image):
+    """'present', 'missing', or why the Docker daemon at docker_host could not tell."""
+    import docker  # the master's requirements pin it; only a docker worker needs it
+    import requests
+
+    try:
+        client = docker.APIClient(base_url=docker_host, timeout=DOCKER_ANSWER_TIMEOUT)
+    except (docker.errors.DockerException, requests.RequestException) as e:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    try:
+        client.inspect_image(image)
+        return "present"
+    except docker.errors.ImageNotFound:
+        return "missing"
+    except (docker.errors.DockerException, requests.RequestException) as e:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    finally:
+        client.close()
+
+
+def check_image_on_docker_host(spec, image):
+    """Refuse at the master's start, in one line with its fix, an image the worker's Docker host lacks:
+    Buildbot would find out at each release's start ('not found on docker host') and fail it."""
+    docker_env = "" if spec.docker_host == DOCKER_HOST else f"DOCKER_HOST={spec.docker_host} "
+    state = docker_image_state(spec.docker_host, image)
+    if state == "missing":
+        raise SettingsError(f"docker worker {spec.name}: the Docker host {spec.docker_host} has no image {image} "
+                            f"(the current image): import it with `{docker_env}python3 -m vm_images --images "
+                            f"{spec.images} container-image`")
+    if state != "present":
+        raise SettingsError(f"docker worker {spec.name}: the Docker daemon at {spec.docker_host} does not answer "
+                            f"({state}): start it (`setsid /usr/sbin/dockerd` where there is no systemd)")
+
+
 def docker_worker(spec, settings):
     layout = current_container(spec.images)
+    check_image_on_docker_host(spec, layout["container_image"])
     check_archive_writable(spec, layout, settings)
     hostconfig = {"network_mode": "host", "init": True, "shm_size": "1g", "mem_limit": f"{spec.memory_mib}m",
                   "nano_cpus": spec.cpus * 10**9, "tmpfs": hidden_settings(settings, layout)}
@@ -172,6 +209,29 @@ def make_worker(spec, settings):
 
 def make_workers(settings):
     return [make_worker(spec, settings) for spec in settings.workers]
+
+
+def host_locks(settings):
+    """One lock per host, by worker name: a local worker and a container (or a VM) of one machine share
+    its cores, which a per-worker lock cannot see."""
+    by_host = {host: util.MasterLock(f"heavy-builds-on-{host}", maxCount=settings.heavy_builds_per_host)
+               for host in sorted({w.build_host for w in settings.workers})}
+    return {w.name: by_host[w.build_host] for w in settings.workers}
+
+
+def heavy_build_locks(settings):
+    """The locks of a heavy build (release, nightly): its worker's, and a share of its worker's host.
+
+    Rendered for the worker Buildbot picked (its `workername` property), both when it decides whether
+    the build may start and when the build takes them: a builder's workers may be on several hosts.
+    The package builds take no host lock: their release holds one while it waits for them."""
+    per_worker = host_locks(settings)
+
+    @util.renderer
+    def locks(props):
+        host = per_worker[props.getProperty("workername")]
+        return [HEAVY_BUILD.access("exclusive"), host.access("counting")]
+    return locks
 
 
 def same_worker_as_release(builder, workers, request):

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -16,6 +17,7 @@ from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
 from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
 
+from buildmaster import workers
 from buildmaster.config import buildmaster_config
 from buildmaster.preflight import refusal, resolve
 from buildmaster.schedulers import VersionParameter, release_form_properties
@@ -25,6 +27,7 @@ from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
 
 REPO = Path(__file__).resolve().parent.parent
+ASK_DOCKER = workers.docker_image_state
 
 TWO_PLATFORMS = """
 web_port = 8123
@@ -51,6 +54,12 @@ formats = ["rpm"]
 platform = "debian-12"
 keep = 3
 """
+
+
+@pytest.fixture(autouse=True)
+def docker_has_every_image(monkeypatch):
+    """These tests' images are made up: no Docker daemon has them (the real one: tests/test_container_worker.py)."""
+    monkeypatch.setattr(workers, "docker_image_state", lambda docker_host, image: "present")
 
 
 @pytest.fixture
@@ -177,6 +186,10 @@ def test_version_is_validated_with_a_clear_message():
     ("worker_wait_minutes = 0", "worker_wait_minutes must be above 0"),
     ("downloads_url = 'http://example.org/dl'", "downloads_url must end with '/'"),
     ("worker_wait_minutes = 'long'", "worker_wait_minutes must be a number, not 'long'"),
+    ("heavy_builds_per_host = 0", "heavy_builds_per_host must be a whole number of at least 1, not 0"),
+    ("heavy_builds_per_host = 'two'", "heavy_builds_per_host must be a whole number of at least 1, not 'two'"),
+    ("[[workers]]\nname = 'w'\npassword = 'p'\nhost = 3", "worker w: host must be a machine's name, not 3"),
+    ("[[workers]]\nname = 'w'\npassword = 'p'\nhots = 'a'", "entry w: .*unexpected keyword argument 'hots'"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):
     settings_file = tmp_path / "settings.toml"
@@ -373,3 +386,113 @@ def test_a_docker_worker_needs_an_archive_its_worker_user_can_write(tmp_path):
         make_workers(settings)
     archive.chmod(0o777)
     assert make_workers(settings)
+
+
+ONE_HOST = """
+heavy_builds_per_host = 1
+[admins]
+admin = "secret"
+[[workers]]
+name = "local-worker"
+password = "p1"
+[[workers]]
+name = "c1"
+kind = "docker"
+images = "images"
+[[workers]]
+name = "big"
+password = "p2"
+host = "buildhost-2"
+[[platforms]]
+name = "local"
+workers = ["local-worker"]
+formats = ["bintar"]
+[[platforms]]
+name = "container"
+workers = ["c1", "big"]
+formats = ["deb"]
+[nightly]
+platform = "container"
+"""
+
+
+@pytest.mark.parametrize("worker, host", [
+    ({}, "localhost"),
+    ({"host": "127.0.0.1"}, "localhost"),
+    ({"host": socket.gethostname().upper()}, "localhost"),        # this machine by its own name
+    ({"host": "BuildHost-2"}, "buildhost-2"),
+    ({"kind": "docker", "images": "i"}, "localhost"),
+    ({"kind": "docker", "images": "i", "docker_host": "tcp://buildhost-3:2375"}, "buildhost-3"),
+    ({"kind": "docker", "images": "i", "docker_host": "ssh://pgo@buildhost-3"}, "buildhost-3"),
+    ({"kind": "libvirt", "images": "i", "hd_image": "d"}, "localhost"),
+    ({"kind": "libvirt", "images": "i", "hd_image": "d", "uri": "qemu+ssh://root@vmhost/system"}, "vmhost"),
+    ({"kind": "libvirt", "images": "i", "hd_image": "d", "uri": "qemu+ssh://vmhost/system", "host": "other"},
+     "other"),
+])
+def test_a_worker_builds_on_its_host_by_default_the_masters(worker, host):
+    assert WorkerSettings(name="w", password="p", **worker).build_host == host
+
+
+def locks_for(builder, workername):
+    """The (lock, access mode) pairs a build of builder takes on workername, as Buildbot renders them."""
+    return [(access.lockid, access.mode) for access in render(builder.locks, workername=workername)]
+
+
+def test_heavy_builds_take_turns_on_one_host_package_builds_on_their_release(tmp_path):
+    """A local worker and a container on this machine share its cores: their releases and nightlies take one
+    lock of the host between them; a worker of another host has its own."""
+    write_pointer(tmp_path / "images", **CONTAINER)
+    (tmp_path / "archive").mkdir()
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(ONE_HOST)
+    config = MasterConfig.loadFromDict(buildmaster_config(load_settings(settings_file)), "master.cfg")
+    builders = {b.name: b for b in config.builders}
+    this_machine = locks_for(builders["release-local"], "local-worker")
+    assert this_machine == locks_for(builders["release-container"], "c1")
+    assert this_machine == locks_for(builders["nightly-container"], "c1")
+    ((worker_lock, worker_mode), (host_lock, host_mode)) = this_machine
+    assert (worker_lock, worker_mode) == (workers.HEAVY_BUILD, "exclusive")     # and one at a time on each worker
+    assert (host_lock.name, host_lock.maxCount, host_mode) == ("heavy-builds-on-localhost", 1, "counting")
+    (_, (other_host, _)) = locks_for(builders["release-container"], "big")
+    assert (other_host.name, other_host.maxCount) == ("heavy-builds-on-buildhost-2", 1)
+    # A release holds its host's lock while it waits for its package builds: they must not want it too.
+    for name in ("package-local-bintar", "package-container-deb"):
+        assert builders[name].locks == [workers.PACKAGING.access("exclusive")], name
+    settings_file.write_text(ONE_HOST.replace("heavy_builds_per_host = 1", "heavy_builds_per_host = 2"))
+    config = MasterConfig.loadFromDict(buildmaster_config(load_settings(settings_file)), "master.cfg")
+    release = next(b for b in config.builders if b.name == "release-local")
+    assert locks_for(release, "local-worker")[1][0].maxCount == 2
+
+
+def test_a_docker_host_without_the_current_image_names_the_command_that_imports_it(tmp_path, monkeypatch):
+    write_pointer(tmp_path / "images", **CONTAINER)
+    (tmp_path / "archive").mkdir()
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text(CONTAINER_SETTINGS)
+    asked = []
+    monkeypatch.setattr(workers, "docker_image_state", lambda host, image: asked.append((host, image)) or "missing")
+    with pytest.raises(SettingsError) as missing:
+        make_workers(load_settings(settings_file))
+    assert asked == [("unix:///var/run/docker.sock", "pgo-worker/gcc12:B1")]
+    assert str(missing.value) == ("docker worker c1: the Docker host unix:///var/run/docker.sock has no image "
+                                  "pgo-worker/gcc12:B1 (the current image): import it with `python3 -m vm_images "
+                                  f"--images {tmp_path}/images container-image`")
+    # Another machine's daemon: the same command, with Docker's client pointed at it.
+    settings_file.write_text(CONTAINER_SETTINGS.replace('images = "images"',
+                                                        'images = "images"\ndocker_host = "tcp://buildhost-3:2375"'))
+    with pytest.raises(SettingsError, match="import it with `DOCKER_HOST=tcp://buildhost-3:2375 python3 -m"):
+        make_workers(load_settings(settings_file))
+    monkeypatch.setattr(workers, "docker_image_state", lambda host, image: "Error while fetching server API "
+                        "version: ('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
+    with pytest.raises(SettingsError) as silent:
+        make_workers(load_settings(settings_file))
+    assert str(silent.value) == (
+        "docker worker c1: the Docker daemon at tcp://buildhost-3:2375 does not answer (Error while fetching server "
+        "API version: ('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))): start it "
+        "(`setsid /usr/sbin/dockerd` where there is no systemd)")
+
+
+def test_the_docker_daemon_is_asked_for_the_image():
+    """The real question to a daemon: here one that is not there (a socket nobody listens on)."""
+    state = ASK_DOCKER("unix:///nonexistent/docker.sock", "pgo-worker/gcc12:B1")
+    assert state.startswith("Error while fetching server API version")
