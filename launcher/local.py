@@ -330,17 +330,18 @@ def newest_build_id(api):
     return builds[0]["buildid"] if builds else 0
 
 
-def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=None, owners=None):
+def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=None, owners=None, hosts=None):
     """Print the steps of bsid's builds started after after_buildid until the buildset completes.
 
     Its builds are those of its requests and those they triggered (the package builds), never
     another release's. A request that waits for a worker which is not connected is named at once,
     and cancelled after give_up_after seconds of that; one that waits behind other builds names
     them, with cancel_hint, the command that cancels them. owners, if given, is filled with
-    {buildid: whether it is bsid's} of the builds seen.
+    {buildid: whether it is bsid's} of the builds seen. hosts (worker name -> its host) makes the
+    builds of another worker of the same host count as ahead: heavy builds of one host take turns.
     """
     builders = builder_names(api)
-    shown, last_print, waiting_since, workers_of, said_ahead = {}, {}, {}, builder_workers(api), []
+    shown, last_print, waiting_since, workers_of, said_ahead = {}, {}, {}, builder_workers(api, hosts), []
     owners = {} if owners is None else owners
     while True:
         buildset = api.get(f"buildsets/{bsid}")["buildsets"][0]
@@ -448,13 +449,20 @@ def builder_names(api):
     return {b["builderid"]: b["name"] for b in api.get("builders")["builders"]}
 
 
-def builder_workers(api):
-    """builderid -> the ids of the workers it may run on, asked once each."""
-    known = {}
+def builder_workers(api, hosts=None):
+    """builderid -> the ids of the workers it may run on, asked once each; with hosts (worker name -> its
+    host), also those of every other worker of their hosts, whose release and nightly builds hold the
+    host's lock (buildmaster/workers.py heavy_build_locks)."""
+    known, every = {}, []
 
     def workers_of(builderid):
         if builderid not in known:
-            known[builderid] = {w["workerid"] for w in api.get(f"builders/{builderid}/workers")["workers"]}
+            own = api.get(f"builders/{builderid}/workers")["workers"]
+            shared = {hosts.get(w["name"]) for w in own} - {None} if hosts else set()
+            if shared and not every:
+                every.extend(api.get("workers")["workers"])
+            known[builderid] = {w["workerid"] for w in own} | {
+                w["workerid"] for w in every if hosts.get(w["name"]) in shared}
         return known[builderid]
     return workers_of
 
@@ -623,7 +631,8 @@ def cmd_run(args):
     owners = {}
     try:
         results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60,
-                         cancel_hint=with_runtime(CANCEL_COMMAND, args), owners=owners)
+                         cancel_hint=with_runtime(CANCEL_COMMAND, args), owners=owners,
+                         hosts={w.name: w.build_host for w in settings.workers})
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
