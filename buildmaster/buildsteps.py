@@ -6,10 +6,14 @@ it prints into the step's live progress (`[instrumented] compile 345/1164`,
 that prints them), and the JSON record the command wrote on the worker (the
 profile check, the profile use, BOLT's check, the tests' counts and verdict,
 the benchmark's verdict, which version 'latest' is: pgo/protocol.py) into the
-build's summary. The master-side steps publish a build's uploads, and stop a
+build's summary. The master-side steps publish a build's uploads, run the pgo
+commands of the master's own profile archive (MasterPgoCommand), and stop a
 build request that keeps losing its worker.
 """
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from buildbot.process import buildstep, logobserver
@@ -20,7 +24,7 @@ from twisted.internet import defer, threads
 
 from buildmaster import publish
 from buildmaster.downloads import download_url
-from pgo import lines, protocol
+from pgo import REPO, lines, protocol
 from pgo.errors import error_reason
 
 
@@ -223,3 +227,55 @@ class DiscardStaging(buildstep.BuildStep):
     def run(self):
         yield threads.deferToThread(publish.discard, self.staging)
         return SUCCESS
+
+
+class MasterPgoCommand(buildstep.BuildStep):
+    """A pgo command run on the master, on the master's own files: its profile archive, the archive of
+    record, which no worker sees. What a worker uploaded is checked and stored there, the profile a
+    reuse build asked for is picked there, and promoted and pruned there.
+
+    The master's checkout runs it (the pgo CLI needs only the standard library). With `record` (a
+    path on the master) and `sets` ({build property: the record's key}), what the command
+    recorded becomes build properties. A failed command's summary is its error line.
+    """
+
+    renderables = ["command", "record"]
+
+    def __init__(self, command, record=None, sets=None, **kwargs):
+        kwargs.setdefault("haltOnFailure", True)
+        kwargs.setdefault("descriptionDone", kwargs.get("name"))
+        super().__init__(**kwargs)
+        self.command = command
+        self.record = record
+        self.sets = sets or {}
+        self.error = None
+
+    @defer.inlineCallbacks
+    def run(self):
+        log = yield self.addLog("stdio")
+        command = [sys.executable, "-m", "pgo", *map(str, self.command)]
+        yield log.addHeader(" ".join(command) + "\n")
+        done = yield threads.deferToThread(subprocess.run, command, cwd=REPO, capture_output=True, text=True)
+        if done.stdout:
+            yield log.addStdout(done.stdout)
+        if done.stderr:
+            yield log.addStderr(done.stderr)
+        yield log.finish()
+        if done.returncode != 0:
+            self.error = error_reason(done.stderr.splitlines()) or f"exit status {done.returncode}"
+            return FAILURE
+        if self.record:
+            try:
+                record = json.loads(Path(self.record).read_text())
+                for name, key in self.sets.items():
+                    self.setProperty(name, record[key], self.name)
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                self.error = f"cannot read the record {self.record}: {e}"
+                return FAILURE
+        return SUCCESS
+
+    def getResultSummary(self):
+        summary = super().getResultSummary()
+        if self.results != SUCCESS and self.error:
+            summary["step"] = f"{summary['step']}: {self.error}"
+        return summary

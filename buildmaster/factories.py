@@ -11,16 +11,33 @@ The rpm build packages the checked build's files through MariaDB's -DRPM install
 rules and CPack, from a tree configured in that work directory (pgo/package.py).
 Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
+
+The master holds the profile archive of record, and no worker sees it: a build
+archives its profile in a one-entry archive of its own, which it uploads and the
+master checks and stores (`pgo archive add`); a build that reuses a profile
+says what it needs (`pgo archive wants`), the master picks the entry (`pgo archive
+pick`) and sends it in one file with its sha256, which the worker checks before it
+stores the entry in its own archive and imports it. Promote and prune run on the
+master. What goes either way passes through a transfer folder of the build,
+hidden in the master's archive folder, removed at the build's end.
 """
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from buildbot.plugins import steps as bb_steps, util
 from buildbot.process.results import SKIPPED
 
 from buildmaster import publish
-from buildmaster.buildsteps import DiscardStaging, GiveUpOnLostWorkers, PgoCommand, PublishFolder, ResolveVersion
+from buildmaster.buildsteps import (
+    DiscardStaging,
+    GiveUpOnLostWorkers,
+    MasterPgoCommand,
+    PgoCommand,
+    PublishFolder,
+    ResolveVersion,
+)
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, running_image
 from pgo import protocol
 from pgo.bench.policy import RELEASE
@@ -72,6 +89,15 @@ PLAIN = on_worker("work-plain")
 BENCH = on_worker("bench")
 BENCH_RESULT = on_worker(f"bench/{protocol.BENCH_RESULT}")
 RELEASE_PROFILE = on_worker("release-profile")
+# The build's own profile archive (the entry it trained, to upload, or the one the master sent), what a
+# reusing build needs, and the file the master sent: in the builder's folder, removed by clean_step.
+BUILD_ARCHIVE_FILES = ("profile-archive", "profile-wants.json", "sent-profile.tar")
+WORKER_ARCHIVE, WANTS, SENT_PROFILE = map(on_worker, BUILD_ARCHIVE_FILES)
+# Set by the master's store (add) or pick: the entry of the master's archive the build's profile is,
+# and the sha256 of the file the master sent.
+ENTRY_PROPERTY = "profile_entry"
+SHA256_PROPERTY = "profile_sha256"
+TRANSFERS = ".transfers"
 PACKAGES = on_worker("packages")
 VERSION_RECORD = on_worker(protocol.VERSION_RECORD)
 TEST_SET = util.Property("tests", protocol.DEFAULT_TEST_SET)
@@ -101,6 +127,13 @@ def staging(settings, below=""):
     """The build's staging folder on the master (package builds get it as a property)."""
     folder = publish.staging_dir(settings.downloads, "%(prop:buildername)s-%(prop:buildnumber)s")
     return util.Interpolate(str(folder / below) if below else str(folder))
+
+
+def transfers(settings, name=""):
+    """The build's transfer folder on the master (or a file in it): hidden in the archive's folder, where
+    list, verify and prune look for no entry, and on the archive's file system."""
+    folder = Path(settings.archive) / TRANSFERS / "%(prop:buildername)s-%(prop:buildnumber)s"
+    return util.Interpolate(str(folder / name) if name else str(folder))
 
 
 def repo_on_worker(settings):
@@ -142,17 +175,66 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwa
     if pgo == "off":
         return [pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
                          **kwargs) for name in PIPELINES["off"]]
-    common += ["--archive", settings.archive, "--archive-kind", archive_kind, util.Transform(
-        lambda profile: ["--profile-from", profile] if reusing(profile) else [], util.Property("profile", "train"))]
+    # The build's own archive, never the master's: the entry the master picked is in it.
+    common += ["--archive", WORKER_ARCHIVE, "--archive-kind", archive_kind, util.Transform(
+        lambda profile, entry: ["--profile-from", entry] if reusing(profile) else [],
+        util.Property("profile", "train"), util.Property(ENTRY_PROPERTY, ""))]
     order = [*PIPELINES["on"]]
     order.insert(order.index("optimized"), "import")
-    steps = []
+    steps = profile_from_master(settings)
     for name in order:
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
                               doStepIf=lambda step, name=name, wanted=wanted: build_pipeline(step) in wanted
                               and configured(name, step), **kwargs))
+        if name == "archive":
+            steps += profile_to_master(settings)
     return steps
+
+
+def when_pipeline(pipeline):
+    """The steps of one pipeline only (a trained build's or a reusing one's), hidden in the other's builds."""
+    return {"doStepIf": lambda step: build_pipeline(step) == pipeline,
+            "hideStepIf": lambda results, step: results == SKIPPED}
+
+
+def profile_to_master(settings):
+    """The profile the archive phase stored in the build's own archive goes to the master's, checked there."""
+    stored = transfers(settings, "stored.json")
+    return [bb_steps.DirectoryUpload(name="upload-profile-archive", workersrc=WORKER_ARCHIVE,
+                                     masterdest=transfers(settings, "upload"), haltOnFailure=True,
+                                     **when_pipeline("on")),
+            MasterPgoCommand(name="store-profile", command=[
+                "archive", "add", "--from", transfers(settings, "upload"), "--archive", settings.archive,
+                "--record", stored], record=stored, sets={ENTRY_PROPERTY: "entry"}, **when_pipeline("on"))]
+
+
+def profile_from_master(settings):
+    """A reusing build's profile: the master picks it by what the worker needs and sends it, with its sha256,
+    which the worker checks before the entry goes into its own archive (and so before the import)."""
+    wants, picked, sent = (transfers(settings, name) for name in ("wants.json", "picked.json", "profile.tar"))
+    return [pgo_step(settings, "profile-wants", [
+                "archive", "wants", "--config", util.Property("config"), "--version", util.Property("version"),
+                "--profile", util.Property("profile"), "--out", WANTS], **when_pipeline("reuse")),
+            bb_steps.FileUpload(name="upload-profile-wants", workersrc=WANTS, masterdest=wants, haltOnFailure=True,
+                                **when_pipeline("reuse")),
+            MasterPgoCommand(name="pick-profile", command=[
+                "archive", "pick", "--wants", wants, "--archive", settings.archive, "--out", sent,
+                "--record", picked], record=picked, sets={ENTRY_PROPERTY: "entry", SHA256_PROPERTY: "sha256"},
+                **when_pipeline("reuse")),
+            bb_steps.FileDownload(name="download-profile", mastersrc=sent, workerdest=SENT_PROFILE,
+                                  haltOnFailure=True, **when_pipeline("reuse")),
+            pgo_step(settings, "receive-profile", [
+                "archive", "add", "--from", SENT_PROFILE, "--sha256", util.Property(SHA256_PROPERTY),
+                "--archive", WORKER_ARCHIVE], **when_pipeline("reuse"))]
+
+
+def archive_upkeep(settings):
+    """The master's archive pruned (pending profiles of releases never published, old nightlies: a failed
+    prune only warns, the build is done), and the build's transfer folder removed, whatever became of it."""
+    return [MasterPgoCommand(name="prune-profiles", command=["archive", "prune", "--archive", settings.archive],
+                             haltOnFailure=False, flunkOnFailure=False, warnOnFailure=True),
+            DiscardStaging(transfers(settings), name="discard-transfers")]
 
 
 def test_verdict_step(settings, baseline):
@@ -248,7 +330,7 @@ def release_factory(settings, platform):
     staged = staging(settings)
     f = util.BuildFactory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
-    f.addStep(clean_step("work", "work-plain", "bench", "release-profile"))
+    f.addStep(clean_step("work", "work-plain", "bench", "release-profile", *BUILD_ARCHIVE_FILES))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK))
     # The plain build is the benchmark's baseline and the tests': a test failing on both is the
@@ -284,9 +366,10 @@ def release_factory(settings, platform):
     f.addStep(PublishFolder(staged, published, served=(settings.downloads, settings.downloads_url)))
     # The archive phase stored the profile as pending: only a published release's
     # profile becomes a release profile, which later builds take as `latest`.
-    f.addStep(pgo_step(settings, "promote-profile",
-                       ["archive", "promote", "--workdir", WORK, "--archive", settings.archive, "--kind", "release"]))
+    f.addStep(MasterPgoCommand(name="promote-profile", command=[
+        "archive", "promote", util.Property(ENTRY_PROPERTY), "--archive", settings.archive, "--kind", "release"]))
     f.addStep(DiscardStaging(staged))
+    f.addSteps(archive_upkeep(settings))
     return f
 
 
@@ -313,7 +396,7 @@ def nightly_factory(settings):
 
     f = util.BuildFactory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
-    f.addStep(clean_step("work", "packages"))
+    f.addStep(clean_step("work", "packages", *BUILD_ARCHIVE_FILES))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
     f.addStep(test_verdict_step(settings, baseline=lambda props: False))
@@ -327,4 +410,5 @@ def nightly_factory(settings):
     f.addStep(PublishFolder(staged, destination, served=(settings.downloads, settings.downloads_url),
                             keep=settings.nightly.keep))
     f.addStep(DiscardStaging(staged))
+    f.addSteps(archive_upkeep(settings))
     return f

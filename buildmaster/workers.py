@@ -105,10 +105,10 @@ def running_image(props):
 
 
 def container_volumes(spec, layout, settings):
-    """The checkout read-only, the profile archive at the master's path, and the worker's cache volume
-    at the same path every time (the pipeline's source tree lives there, and the profile's paths)."""
-    return [f"{REPO}:{layout['worker_repo']}:ro", f"{settings.archive}:{settings.archive}:rw",
-            f"pgo-cache-{spec.name}:{layout['worker_cache']}"]
+    """The checkout read-only, and the worker's cache volume at the same path every time (the pipeline's
+    source tree lives there, and the profile's paths). No profile archive: the master keeps it, and a
+    build uploads and downloads its profile (buildmaster/factories.py)."""
+    return [f"{REPO}:{layout['worker_repo']}:ro", f"pgo-cache-{spec.name}:{layout['worker_cache']}"]
 
 
 def hidden_settings(settings, layout):
@@ -123,24 +123,6 @@ def hidden_settings(settings, layout):
 def master_address(settings):
     """Where a container on the host's network reaches the master's worker port."""
     return "127.0.0.1" if settings.listen in ("", "0.0.0.0", "localhost") else settings.listen
-
-
-def check_archive_writable(spec, layout, settings):
-    """The container writes the profile archive as its worker user: refuse a folder it could not write,
-    rather than fail every release's archive phase (Docker would make a missing one root's)."""
-    archive = Path(settings.archive)
-    uid, gid = layout["worker_uid"], layout["worker_gid"]
-    try:
-        found = archive.stat()
-    except OSError:
-        found = None
-    writable = found is not None and (found.st_mode & 0o002 or (found.st_uid == uid and found.st_mode & 0o200)
-                                      or (found.st_gid == gid and found.st_mode & 0o020))
-    if not writable:
-        raise SettingsError(f"docker worker {spec.name} writes the profile archive {archive} as uid {uid} "
-                            f"({layout['worker_user']} in {layout['container_image']}), which "
-                            f"{'cannot write it' if found else 'is missing'}: mkdir -p {archive} && "
-                            f"chown {uid}:{gid} {archive}")
 
 
 def docker_image_state(docker_host, image):
@@ -180,7 +162,6 @@ def check_image_on_docker_host(spec, image):
 def docker_worker(spec, settings):
     layout = current_container(spec.images)
     check_image_on_docker_host(spec, layout["container_image"])
-    check_archive_writable(spec, layout, settings)
     hostconfig = {"network_mode": "host", "init": True, "shm_size": "1g", "mem_limit": f"{spec.memory_mib}m",
                   "nano_cpus": spec.cpus * 10**9, "tmpfs": hidden_settings(settings, layout)}
     return worker.DockerLatentWorker(

@@ -53,6 +53,7 @@ from pgo import PipelineError, atomic, contract, process, profile
 from pgo.archive_model import (
     ARCHIVE,
     BUILDBOT_ENV,
+    DAMAGE,
     KIND,
     KINDS,
     MANIFEST,
@@ -63,6 +64,7 @@ from pgo.archive_model import (
     Entry,
     Gone,
     build_root,
+    damage,
     orderable,
     workload_version,
 )
@@ -143,6 +145,12 @@ def store(workdir, root, kind, out=print):
         manifest, files = manifest_of(workdir, kind)
         entry = Entry.of(root, manifest)
         fill = lambda partial: write_entry(partial, manifest, files)
+    return place_entry(entry, root, fill, kind, out)
+
+
+def place_entry(entry, root, fill, kind, out):
+    """Write an entry with fill (a hidden folder renamed into place) unless it is there, intact, already; then
+    settle its kind. A prune that removes it meanwhile makes it written again."""
     for _ in range(3):
         placed = not entry.path.exists() and write_atomically(entry, root, fill, out)
         try:
@@ -506,6 +514,79 @@ def verify(entry):
     with tempfile.TemporaryDirectory(prefix="pgo-verify-") as scratch:
         return unpack(entry, Path(scratch) / "profile")
 
+
+
+# --- moving an entry between archives ---------------------------------------------
+# The master holds the archive of record; no folder is shared between machines. A worker stores
+# its profile in a one-entry archive of its own, which the master `add`s once uploaded; a reuse
+# build gets the entry the master chose as one file (`pack`), which it checks against the
+# master's checksum, unpacks and `add`s to its own archive before it imports the profile.
+
+def add(upload_root, root, out=print):
+    """Store the one entry of another archive folder (a worker's upload) in root, with the kind it has there.
+
+    It is checked in full first, as far as a machine without the profile's compiler can: its
+    sha256sums.txt, the manifest inside its profile.tar.xz, every .gcda against that manifest, and
+    its name against the manifest. A damaged upload is refused and root stays as it was. Returns
+    the entry in root.
+    """
+    found = entries(upload_root) if upload_root.is_dir() else []
+    if len(found) != 1:
+        raise PipelineError(f"{upload_root} holds {len(found)} archived profiles, not the one of an upload: "
+                            f"nothing stored in {root}")
+    upload = found[0]
+    with tempfile.TemporaryDirectory(prefix="pgo-add-") as scratch:
+        try:
+            with held(upload):
+                manifest = unpack_held(upload, Path(scratch) / "profile")
+                kind = proven_kind(upload)
+            named = Entry.of(root, manifest).name
+        except DAMAGE as e:
+            raise PipelineError(f"{damage(upload, e)} (uploaded to {upload_root}): nothing stored in {root}") from e
+    if named != upload.name:
+        raise PipelineError(f"{upload_root}: entry {upload.name} holds the profile of {named}: "
+                            f"nothing stored in {root}")
+    return place_entry(Entry(root, upload.name), root, lambda partial: copy_entry(upload, partial), kind, out)
+
+
+def pack(entry, tarball):
+    """An entry, as its sha256sums.txt proves it, in one uncompressed tar file under its name (a one-entry
+    archive to send; its profile.tar.xz is compressed already). Returns the file's sha256."""
+    def fill(path):
+        with held(entry):
+            damaged = sums_damage(entry)
+            if damaged:
+                raise PipelineError(damaged)
+            with tarfile.open(path, "w") as tar:
+                for name in (ARCHIVE, MANIFEST, KIND, SUMS):
+                    if (entry.path / name).is_file():
+                        tar.add(entry.path / name, arcname=f"{entry.name}/{name}")
+    tarball = Path(tarball)
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    atomic.place(tarball, fill)
+    return sha256_file(tarball)
+
+
+def unpack_sent(tarball, sha256, dest):
+    """Unpack a one-entry archive that `pack` made into the folder dest, once the file's sha256 is the one
+    the sender gave: a file damaged on its way is refused before anything reads it."""
+    actual = sha256_file(tarball)
+    if actual != sha256:
+        raise PipelineError(f"{tarball} has sha256 {actual}, not {sha256} as the master sent it (damaged on its "
+                            "way): nothing stored")
+    try:
+        with tarfile.open(tarball, "r:") as tar:
+            for member in tar:
+                parts = Path(member.name).parts
+                # An entry's files only: <product>/<version>/<platform>/<profile id>/<file>, never a path out of dest.
+                if not member.isfile() or len(parts) != 5 or Path(member.name).is_absolute() or ".." in parts:
+                    raise PipelineError(f"{tarball} holds {member.name}, which is no file of an archive entry: "
+                                        "nothing stored")
+                target = dest.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(member).read())
+    except (tarfile.TarError, EOFError) as e:
+        raise PipelineError(f"cannot unpack {tarball}: {e}: nothing stored") from e
 
 # --- pruning ------------------------------------------------------------------
 

@@ -1,14 +1,33 @@
-"""`pgo archive ...`: store, promote, list, show, verify and prune the profile archive (pgo/archive.py)."""
+"""`pgo archive ...`: store, promote, list, show, verify and prune the profile archive (pgo/archive.py);
+add, wants and pick move an entry between a worker and the master, which holds the archive of record."""
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from pgo import PipelineError, archive, archive_model
-from pgo.archive import archived_entry, entries, find, kind_of, promote, prune, store, sweep_leftovers, verify
+from pgo.archive import (
+    add,
+    archived_entry,
+    entries,
+    find,
+    kind_of,
+    pack,
+    promote,
+    prune,
+    store,
+    sweep_leftovers,
+    unpack_sent,
+    verify,
+)
 from pgo.archive_model import DAMAGE, KINDS, Gone, build_root, damage, root_of, trained_by, workload_version
+from pgo.atomic import write_json
 from pgo.errors import fail
-from pgo.reuse import unpublished_kind
+from pgo.reuse import chosen, read_wants, unpublished_kind, wanted
+from pgo.versions import validate_version
 from pgo.workdir import Workdir
 
 ARCHIVE_HELP = "\n".join(module.__doc__ for module in (archive_model, archive))
@@ -19,10 +38,11 @@ def register(subparsers):
                                     description=ARCHIVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = archive.add_subparsers(metavar="action")
 
-    def action(name, func, help):
+    def action(name, func, help, archive=True):
         parser = commands.add_parser(name, help=help)
-        parser.add_argument("--archive", help="archive directory (default: $PGO_ARCHIVE or "
-                            "~/.local/share/pgo/profiles)")
+        if archive:
+            parser.add_argument("--archive", help="archive directory (default: $PGO_ARCHIVE or "
+                                "~/.local/share/pgo/profiles)")
         parser.set_defaults(func=func)
         return parser
 
@@ -46,6 +66,28 @@ def register(subparsers):
     prune_cmd = action("prune", cmd_prune, "remove old nightly profiles (releases are always kept)")
     prune_cmd.add_argument("--keep", type=int, default=10, help="nightlies kept per product line (default 10)")
     prune_cmd.add_argument("--dry-run", action="store_true")
+    add_cmd = action("add", cmd_add, "store the entry of a one-entry archive folder (a worker's upload) or of a "
+                     "file `pick` made, checked first; a damaged one is refused and nothing is stored")
+    add_cmd.add_argument("--from", dest="source", required=True, metavar="DIR|FILE",
+                         help="a folder holding an archive of one entry, or the file `pick` made")
+    add_cmd.add_argument("--sha256", help="the file's checksum as `pick` recorded it (needed with a file)")
+    add_cmd.add_argument("--record", metavar="FILE", help="also write the stored entry's name and kind to FILE, "
+                         "as JSON (what the Buildbot step reads)")
+    wants_cmd = action("wants", cmd_wants, "write what a build that reuses a profile matches it on (product, "
+                       "line, target, GCC version, flags fingerprint), for `pick` on another machine", archive=False)
+    wants_cmd.add_argument("--config", required=True, help="named configuration from pgo/configs.toml")
+    wants_cmd.add_argument("--version", required=True, help="the version built, MAJOR.MINOR.PATCH")
+    wants_cmd.add_argument("--profile", required=True, metavar="NAME|latest",
+                           help="the entry name or profile id to reuse, or 'latest', as for pgo build --profile-from")
+    wants_cmd.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
+    wants_cmd.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
+    wants_cmd.add_argument("--out", required=True, metavar="FILE", help="where to write them (JSON)")
+    pick_cmd = action("pick", cmd_pick, "choose the entry a build's wants name (as pgo build --profile-from "
+                      "would) and put it in one file to send, with its sha256")
+    pick_cmd.add_argument("--wants", required=True, metavar="FILE", help="what `pgo archive wants` wrote")
+    pick_cmd.add_argument("--out", required=True, metavar="FILE", help="the file to send (for `add --from`)")
+    pick_cmd.add_argument("--record", metavar="FILE", help="also write the entry's name and the file's sha256 to "
+                          "FILE, as JSON (what the Buildbot step reads)")
     archive.set_defaults(func=lambda args: archive.print_help() or 2)
 
 
@@ -134,3 +176,39 @@ def cmd_prune(args):
         raise PipelineError("--keep must be at least 1")
     removed = prune(root_of(args.archive), args.keep, args.dry_run)
     print(f"{'would remove' if args.dry_run else 'removed'} {len(removed)} nightly profiles")
+
+
+def cmd_add(args):
+    root, source = root_of(args.archive), Path(args.source)
+    if source.is_dir():
+        if args.sha256:
+            raise PipelineError("--sha256 checks a file `pick` made; a folder's entry is checked by its "
+                                "sha256sums.txt")
+        entry = add(source, root)
+    elif source.is_file():
+        if not args.sha256:
+            raise PipelineError(f"--from {source} is a file: give its --sha256, as the master sent it")
+        with tempfile.TemporaryDirectory(prefix="pgo-add-") as scratch:
+            unpack_sent(source, args.sha256, Path(scratch))
+            entry = add(Path(scratch), root)
+    else:
+        raise PipelineError(f"--from {source}: no such folder or file")
+    if args.record:
+        write_json(args.record, {"entry": entry.name, "kind": kind_of(entry)})
+
+
+def cmd_wants(args):
+    wants = wanted(config=args.config, cc=args.cc, cxx=args.cxx, version=validate_version(args.version),
+                   profile_from=args.profile)
+    write_json(args.out, wants)
+    print(f"wants profile {wants['profile']} of {wants['product']} {wants['line']}.x up to {wants['version']}, "
+          f"built by GCC {wants['compiler_version']} for {wants['target']} with flags {wants['flags_fingerprint']}")
+
+
+def cmd_pick(args):
+    root = root_of(args.archive)
+    entry = chosen(root, read_wants(args.wants))
+    sha256 = pack(entry, args.out)
+    print(f"picked {entry.name} ({kind_of(entry)}); sent as {args.out}, sha256 {sha256}")
+    if args.record:
+        write_json(args.record, {"entry": entry.name, "sha256": sha256})

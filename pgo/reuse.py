@@ -3,14 +3,16 @@ limits a build with it must meet, and the two phases between a build and the arc
 archive). The archive itself, its entries and how they are stored: pgo/archive.py.
 """
 
+import json
 import shutil
+from pathlib import Path
 
 from pgo import PipelineError, atomic, contract
 from pgo.archive import compiler_target, damage_of, entries, find, kind_of, proven_manifest, store, unpack
 from pgo.archive_model import ARCHIVE, DAMAGE, Gone, build_root, damage, trained_by, workload_key
 from pgo.config import build_config
 from pgo.toolchain import build_environment, detect, fingerprint
-from pgo.versions import version_key, version_line
+from pgo.versions import validate_version, version_key, version_line
 from pgo.workdir import read_json
 
 # A reused profile from other source loses the functions whose control flow,
@@ -92,25 +94,55 @@ def incompatibilities(manifest, product, target, compiler_version, flags_fingerp
     return [f"{name}: profile {a}, this build {b}" for name, a, b in zip(names, theirs, ours) if a != b]
 
 
+WANTS_FORMAT = 1
+# What `--profile-from` matches an archived profile on (latest, incompatibilities): a reuse build's wants.
+WANTED = ("profile", "product", "version", "target", "compiler_version", "flags_fingerprint")
+
+
+def wanted(*, config, cc, cxx, version, profile_from):
+    """What a build of config by this compiler needs of the archive, to reuse profile_from (an entry or
+    'latest'): what plan_reuse matches on, written down so that another machine (the master) can pick."""
+    build = build_config(config)
+    compiler = detect(cc, cxx)
+    return {"format": WANTS_FORMAT, "profile": profile_from, "product": build.product.name, "version": version,
+            "line": version_line(version), "target": compiler_target(compiler.cc),
+            "compiler_version": compiler.version, "flags_fingerprint": fingerprint(build, build_environment())}
+
+
+def read_wants(path):
+    """A reuse build's wants as `pgo archive wants` wrote them, or an error that says what is wrong."""
+    try:
+        wants = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise PipelineError(f"cannot read the wants {path}: {e.strerror if isinstance(e, OSError) else e}") from e
+    missing = [key for key in WANTED if not isinstance(wants, dict) or not isinstance(wants.get(key), str)]
+    if missing:
+        raise PipelineError(f"{path} is no reuse build's wants (`pgo archive wants`): it lacks {', '.join(missing)}")
+    validate_version(wants["version"])
+    return wants
+
+
+def chosen(root, wants):
+    """The archived profile a build with these wants reuses: the entry named, or the latest that fits."""
+    build = (wants["product"], wants["target"], wants["compiler_version"], wants["flags_fingerprint"])
+    if wants["profile"] == "latest":
+        entry = latest(root, build[0], wants["version"], *build[1:])
+    else:
+        entry = find(root, wants["profile"])
+    differs = incompatibilities(entry.manifest(), *build)
+    if differs:
+        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
+    return entry
+
+
 def plan_reuse(root, *, config, cc, cxx, version, profile_from, accept_stale, max_mismatch, min_hot_coverage):
     """Choose the archived profile for a build and its limits, before anything is built: the limits
     the profile sets, unless max_mismatch / min_hot_coverage (not None) say otherwise.
 
     Returns (entry name, max discarded functions, min hot coverage).
     """
-    build = build_config(config)
-    compiler = detect(cc, cxx)
-    target = compiler_target(compiler.cc)
-    flags = fingerprint(build, build_environment())
-    if profile_from == "latest":
-        entry = latest(root, build.product.name, version, target, compiler.version, flags)
-    else:
-        entry = find(root, profile_from)
-    manifest = entry.manifest()
-    differs = incompatibilities(manifest, build.product.name, target, compiler.version, flags)
-    if differs:
-        raise PipelineError(f"archived profile {entry.name} does not fit this build: {'; '.join(differs)}")
-    max_discarded, min_coverage = reuse_limits(manifest, accept_stale)
+    entry = chosen(root, wanted(config=config, cc=cc, cxx=cxx, version=version, profile_from=profile_from))
+    max_discarded, min_coverage = reuse_limits(entry.manifest(), accept_stale)
     if max_mismatch is not None:
         max_discarded = max_mismatch
     if min_hot_coverage is not None:

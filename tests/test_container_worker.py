@@ -110,9 +110,6 @@ formats = {json.dumps(FORMATS)}
 [nightly]
 enabled = false
 """)
-    # The profile archive is a path on this machine the container's worker user writes.
-    (root / "archive").mkdir()
-    os.chown(root / "archive", current["worker_uid"], current["worker_gid"])
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(local.SETTINGS_ENV, raising=False)
         runtime = local.Runtime(root)
@@ -156,6 +153,10 @@ def test_a_release_runs_in_a_container_that_is_gone_after_it(master):
     assert verify_sha256sums(published) == []
     assert (published / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()
     assert (published / "deb" / "fixture_1.0.0+pgo-1_amd64.deb").is_file()
+    # The container never saw the master's profile archive: it uploaded its profile, the master stored it.
+    stored = json.loads(subprocess.run([sys.executable, "-m", "pgo", "archive", "list", "--json", "--archive",
+                                        str(settings.archive)], cwd=REPO, capture_output=True, text=True).stdout)
+    assert [(e["kind"], e["name"].split("/")[:2]) for e in stored] == [("release", ["fixture", "1.0.0"])]
     info = json.loads((published / "build-info.json").read_text())
     assert info["compiler"]["cc"] == "gcc-12"                      # the image's ENV, not a default
     builds = api.get("builds", property="*")["builds"]
