@@ -25,10 +25,22 @@ next command that reads or changes the entry undoes a promotion killed before
 that commit, and finishes one killed after it.
 
 The root is --archive, else $PGO_ARCHIVE, else ~/.local/share/pgo/profiles (`promote
---workdir`: else the archive the work directory's build used). A
-Buildbot builder points --archive at a worker directory that it uploads to the
-master's archive, and every pgo step sets PGO_BUILDER and PGO_BUILD_NUMBER (the
-builder's name and the build's number, pgo/protocol.py) for the manifest.
+--workdir`: else the archive the work directory's build used). Every pgo step of a
+Buildbot build sets PGO_BUILDER and PGO_BUILD_NUMBER (the builder's name and the
+build's number, pgo/protocol.py) for the manifest.
+
+Between machines no folder is shared; the Buildbot master holds the archive of record:
+  add --from DIR   stores the one entry of another archive folder (a build's own, uploaded),
+                   once its checksums, the manifest inside profile.tar.xz and every .gcda
+                   agree; a damaged one is refused in one line and nothing is stored
+  wants            writes what a reusing build matches a profile on (product, line, target,
+                   GCC version, flags fingerprint: as --profile-from does)
+  pick --wants F   chooses the entry by them, as --profile-from would, and packs it in one
+                   file (--out) to send; --record gives its name and the file's sha256
+  add --from FILE --sha256 X
+                   stores what pick packed, once the file's sha256 is X (the master's): a
+                   file damaged on its way is refused before anything reads it
+Promote and prune run where the archive is: on the master.
 
 Reading an entry's kind, and every change of an entry, belong to its store (pgo/archive.py),
 which holds the entry's lock for them; the manifest is written once and never changes, so the
