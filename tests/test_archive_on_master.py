@@ -42,7 +42,11 @@ def master(tmp_path_factory):
         mp.delenv(SETTINGS_ENV, raising=False)
         runtime = local.Runtime(tmp_path_factory.mktemp("buildbot"))
         text = local.settings_text(free_port(), free_port(), free_port())
-        runtime.settings_file.write_text(text.replace("enabled = true", "enabled = false"))
+        # The nightly reuses the newest release profile of the fixture's line, from the master.
+        nightly = 'version = "latest"\nsource = "debian"\nkeep = 7'
+        assert nightly in text
+        reusing = 'version = "latest"\nconfig = "fixture"\nsource = "tests/fixture"\nprofile = "latest"\nkeep = 1'
+        runtime.settings_file.write_text(text.replace(nightly, reusing))
         settings = local.setup(runtime)
         archive = Path(settings.archive)
         archive.mkdir()
@@ -131,6 +135,25 @@ def test_a_later_release_reuses_the_masters_profile_downloaded_and_checked(maste
     assert no_transfers_left(archive)
     published = settings.downloads / "1.0.1" / "local"
     assert (published / "profile-archive" / entry / "manifest.json").is_file()
+
+
+def test_a_nightly_reuses_the_release_profile_from_the_master(master):
+    _, settings, api = master
+    archive = Path(settings.archive)
+    (entry,) = listed(archive)
+    before = local.newest_build_id(api)
+    bsid, _ = api.control("forceschedulers/nightly_now", "force", reason="reuse test")
+    assert local.follow(api, bsid, before, out=lambda line: None) == 0
+    (build,) = local.release_builds(api, bsid)
+    (build,) = api.get(f"builds/{build['buildid']}", property="*")["builds"]
+    steps = {s["name"]: s["results"] for s in api.get(f"builds/{build['buildid']}/steps")["steps"]}
+    assert steps["pick-profile"] == steps["receive-profile"] == steps["import"] == 0
+    assert steps["train"] == 3
+    assert build["properties"]["profile_entry"][0] == entry
+    assert listed(archive) == {entry: "release"}             # reused: nothing new to store
+    (nightly,) = (settings.downloads / "nightly").iterdir()
+    assert (nightly / "bintar" / "fixture-1.0.0+pgo-linux-x86_64.tar.gz").is_file()
+    assert no_transfers_left(archive)
 
 
 def test_a_damaged_entry_on_the_master_is_refused_in_one_line_and_nothing_is_built(master, tmp_path):
