@@ -25,6 +25,10 @@ class VersionParameter(util.StringParameter):
 class ReleaseForceScheduler(schedulers.ForceScheduler):
     """The release form; refuses, before any build starts, a release preflight.refusal gives a reason for.
 
+    It builds on the platforms chosen in the form (`platforms`: names of [[platforms]] rows, or of
+    platforms of pgo/platforms.toml), else on the matrix: every row whose platform's workers can fetch
+    the source (buildmaster/preflight.py release_platforms).
+
     A release it starts is recorded as a change (revision: the version): the
     web UI's grid and console views show builds by change, so each release is
     a row there, with its builds on every platform. 'latest' is resolved here
@@ -42,8 +46,15 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
     @defer.inlineCallbacks
     def addBuildsetForSourceStampsWithDefaults(self, reason, sourcestamps=None, properties=None, builderNames=None,
                                                **kwargs):
-        platforms = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
+        # The form's builders: all, or the one whose page the form was opened from.
+        offered = [p for p in self.settings.platforms if factories.release_builder_name(p) in builderNames]
         requested, config, source = (properties.getProperty(name) for name in ("version", "config", "source"))
+        chosen = properties.getProperty("platforms") or []
+        try:
+            platforms, _ = yield threads.deferToThread(preflight.release_platforms, self.settings, config, source,
+                                                       chosen, offered)
+        except PipelineError as e:
+            raise CollectedValidationError({"platforms": str(e)}) from None
         try:
             version, how = yield threads.deferToThread(preflight.resolve, self.settings, requested, config, source)
             why = yield threads.deferToThread(preflight.refusal, self.settings, platforms, version, config, source)
@@ -51,6 +62,8 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
             why = str(e)
         if why:
             raise CollectedValidationError({"version": why})
+        builderNames = [factories.release_builder_name(p) for p in platforms]
+        properties.setProperty("platforms", [p.name for p in platforms], "release form")
         if how:
             properties.setProperty("version", version, "release form")
             properties.setProperty("resolved_from", f"latest is {version}: {how}", "release form")
@@ -62,7 +75,19 @@ class ReleaseForceScheduler(schedulers.ForceScheduler):
         return result
 
 
-def release_form_properties():
+class PlatformsParameter(util.ChoiceStringParameter):
+    """The platforms to build on; none chosen: the matrix. Not strict: a platform of pgo/platforms.toml is
+    a choice too (`./release --platform debian-13`), and the scheduler refuses what cannot build in its
+    own words."""
+
+    def __init__(self, settings, **kwargs):
+        super().__init__(name="platforms", choices=[p.name for p in settings.platforms], default=[], multiple=True,
+                         strict=False, **kwargs)
+
+
+def release_form_properties(settings=None):
+    platforms = [PlatformsParameter(settings, label="Platforms (none chosen: every platform whose workers can "
+                                    "build the source)")] if settings is not None else []
     return [
         VersionParameter(name="version", label="Version (required): MAJOR.MINOR.PATCH, or latest (the newest "
                          "of the configuration's line)", default="latest", required=True, size=12),
@@ -78,6 +103,7 @@ def release_form_properties():
                                    choices=["auto", "on", "off"], default="auto"),
         util.ChoiceStringParameter(name="tests", label="Test set (run on the optimised and the plain build)",
                                    choices=test_set_names(), default=DEFAULT_TEST_SET),
+        *platforms,
     ]
 
 
@@ -95,7 +121,7 @@ def make_schedulers(settings):
         name="release", label="Start a PGO release", buttonName="Start release", settings=settings,
         builderNames=[factories.release_builder_name(p) for p in settings.platforms],
         reason=util.StringParameter(name="reason", label="Reason", default="release", size=40),
-        codebases=no_source_stamp(), properties=release_form_properties())]
+        codebases=no_source_stamp(), properties=release_form_properties(settings))]
     for platform in settings.platforms:
         for package_format in platform.formats:
             name = factories.package_builder_name(platform, package_format)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pgo import REPO, PipelineError
+from pgo import REPO, PipelineError, platforms
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
 from pgo.config import build_config, default_config
 from pgo.readers import read_toml
@@ -76,12 +76,23 @@ class WorkerSettings:
         return MASTER_HOST if named in (*LOOPBACK_NAMES, this_machine, this_machine.split(".")[0]) else named
 
 
+# A [[platforms]] entry's keys; `platform` names its platform of pgo/platforms.toml when its name is not one.
+PLATFORM_KEYS = ("name", "workers", "formats", "platform")
+
+
 @dataclass(frozen=True)
 class Platform:
-    """One row of the release matrix: where it builds and which packages it makes."""
+    """One row of the release matrix: where it builds and which packages it makes.
+
+    name is the row's: its builders' and its download folder's (<downloads>/<version>/<name>/).
+    platform is the entry of pgo/platforms.toml it builds for (its steps get it as $PGO_PLATFORM):
+    its `platform` key, else its name when that is a table name, else this machine's platform (the
+    generated settings' row `local`: its workers are this machine or its containers).
+    """
     name: str
     workers: tuple[str, ...]
     formats: tuple[str, ...]
+    platform: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,7 +184,11 @@ def from_dict(data, base, source_file):
     downloads_port = int(data.get("downloads_port", downloads_port_after(web_port)))
     workers = tuple(worker_settings(w, base, source_file) for w in data.get("workers", [
         {"name": "local-worker", "password": secrets.token_urlsafe(24)}]))
-    platforms = tuple(platform_settings(p, source_file) for p in data.get("platforms", [
+    try:
+        table = platforms.load()
+    except PipelineError as e:
+        raise SettingsError(f"{source_file or 'default settings'}: {e}") from None
+    rows = tuple(platform_settings(p, source_file, table) for p in data.get("platforms", [
         {"name": "local", "workers": [workers[0].name], "formats": list(PACKAGE_FORMATS)}]))
     settings = Settings(
         title=data.get("title", "MariaDB PGO"),
@@ -186,7 +201,7 @@ def from_dict(data, base, source_file):
         db_url=data.get("db_url", "sqlite:///state.sqlite"),
         admins=dict(data.get("admins", {"admin": secrets.token_urlsafe(24)})),
         workers=workers,
-        platforms=platforms,
+        platforms=rows,
         nightly=nightly_settings(data.get("nightly", {}), source_file),
         downloads=path_setting("downloads", "downloads"),
         archive=str(path_setting("archive", "archive")),
@@ -230,12 +245,39 @@ def nightly_settings(data, source_file):
         raise SettingsError(f"{source_file}: [nightly]: {e}") from None
 
 
-def platform_settings(data, source_file):
+def platform_settings(data, source_file, table):
+    where = source_file or "default settings"
     try:
-        return Platform(name=data["name"], workers=tuple(data["workers"]),
-                        formats=tuple(data.get("formats", PACKAGE_FORMATS)))
+        row = Platform(name=data["name"], workers=tuple(data["workers"]),
+                       formats=tuple(data.get("formats", PACKAGE_FORMATS)))
     except KeyError as e:
-        raise SettingsError(f"{source_file}: a [[platforms]] entry lacks {e}") from None
+        raise SettingsError(f"{where}: a [[platforms]] entry lacks {e}") from None
+    unknown = sorted(set(data) - set(PLATFORM_KEYS))
+    if unknown:
+        raise SettingsError(f"{where}: platform {row.name}: unknown setting '{unknown[0]}' "
+                            f"(known: {', '.join(PLATFORM_KEYS)})")
+    return Platform(row.name, row.workers, row.formats, table_platform(row.name, data.get("platform"), table, where))
+
+
+def table_platform(name, named, table, where):
+    """The platform of pgo/platforms.toml a [[platforms]] row builds for (see Platform), or one line."""
+    known = ", ".join(sorted(table))
+    if named is not None:
+        if not isinstance(named, str) or named not in table:
+            raise SettingsError(f"{where}: platform {name}: platform = {named!r} is no platform of "
+                                f"{platforms.PLATFORMS_FILE.name} (known: {known})")
+        return named
+    if name in table:
+        return name
+    if name.startswith(tuple(f"{p.distribution}-" for p in table.values())):
+        # Spelled like a table name (debian-14, a typo): never taken for this machine's platform.
+        raise SettingsError(f"{where}: platform {name} is no platform of {platforms.PLATFORMS_FILE.name} "
+                            f"(known: {known}); name one with platform = \"...\"")
+    try:
+        return platforms.host(table).name
+    except PipelineError as e:
+        raise SettingsError(f"{where}: platform {name} builds for this machine's platform: {e}; or name one "
+                            f"with platform = \"...\" ({known})") from None
 
 
 def check(s):

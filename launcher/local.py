@@ -1,7 +1,9 @@
 """./release: a Buildbot master and a local worker on this machine, and a PGO release through them.
 
     ./release                          set up, start, release the newest MariaDB 10.11 (pgo/configs.toml's
-                                       default configuration), follow it
+                                       default configuration) on every platform that builds it, follow it
+    ./release --platform debian-13 --config release-11.8
+                                       on one platform (pgo/platforms.toml, or a [[platforms]] name)
     ./release --config fixture --source tests/fixture --version 1.0.0
     ./release up                       only set up and start the master and the worker
     ./release stop                     stop them (a running or queued release starts again on the next start)
@@ -30,6 +32,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from buildmaster.preflight import release_platforms
 from buildmaster.settings import (
     DEFAULT_RUNTIME,
     PACKAGE_FORMATS,
@@ -38,7 +41,6 @@ from buildmaster.settings import (
     WEB_PORT,
     WORKER_PORT,
     Nightly,
-    SettingsError,
     downloads_port_after,
     load_settings,
 )
@@ -124,8 +126,8 @@ keep = {Nightly.keep}
 """
 
 
-def setup(runtime):
-    """Create the settings, master and worker of runtime unless they exist; return the settings."""
+def write_settings(runtime):
+    """The settings of runtime, written first with generated passwords unless they exist."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
@@ -133,19 +135,29 @@ def setup(runtime):
         with os.fdopen(fd, "w") as f:
             f.write(settings_text(WEB_PORT, WORKER_PORT, downloads_port_after(WEB_PORT)))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
-    settings = runtime.settings()
-    local = [w for w in settings.workers if w.kind == "local"]
-    if not local:
-        raise LocalError(f"{runtime.settings_file} names no local worker to start")
+    return runtime.settings()
+
+
+def local_worker(settings):
+    """The worker process ./release starts on this machine; None when every worker is latent (containers,
+    VMs: the master starts those for a build)."""
+    return next((w for w in settings.workers if w.kind == "local"), None)
+
+
+def setup(runtime):
+    """Create the settings, master and (with a local worker) worker of runtime unless they exist; return
+    the settings."""
+    settings = write_settings(runtime)
+    local = local_worker(settings)
     tac = runtime.master / "buildbot.tac"
     if not tac.is_file():
         run_tool("buildbot", "create-master", "--relocatable", "--db", settings.db_url,
                  "--config", str(REPO / "master.cfg"), str(runtime.master), env=runtime.env())
         # twistd's default umask 077 would make the downloads readable by root only.
         tac.write_text(tac.read_text().replace("umask = None", "umask = 0o022"))
-    if not (runtime.worker / "buildbot.tac").is_file():
+    if local and not (runtime.worker / "buildbot.tac").is_file():
         run_tool("buildbot-worker", "create-worker", "--relocatable", "--umask=0o022", str(runtime.worker),
-                 f"localhost:{settings.worker_port}", local[0].name, local[0].password)
+                 f"localhost:{settings.worker_port}", local.name, local.password)
     return settings
 
 
@@ -174,24 +186,73 @@ def running_pid(basedir):
 
 def start(runtime):
     settings = runtime.settings()
-    start_master(runtime)
+    start_master(runtime, settings)
+    api = Api(settings.url)
+    local = local_worker(settings)
+    if local is None:
+        # Only latent workers: the master starts them for a build; there is no process to start here.
+        return settings, api
     if not running_pid(runtime.worker):
         say(f"starting the worker in {runtime.worker}")
         describe_worker(runtime.worker)
         run_tool("buildbot-worker", "start", str(runtime.worker))
-    api = Api(settings.url)
-    wait_for_worker(api, [w.name for w in settings.workers if w.kind == "local"][0])
+    wait_for_worker(api, local.name)
     return settings, api
 
 
-def start_master(runtime):
+def start_master(runtime, settings=None):
     if not running_pid(runtime.master):
+        # What the master would refuse on loading master.cfg (a container image its Docker host lacks),
+        # refused here in one line: its start would fail with a traceback in its log.
+        check_master_config(settings or runtime.settings())
         say(f"starting the master in {runtime.master}")
         try:
             run_tool("buildbot", "start", f"--start_timeout={MASTER_START_TIMEOUT}", str(runtime.master),
                      env=runtime.env())
         except LocalError as e:
-            raise LocalError(f"{e}\n{log_tail(runtime.master / 'twistd.log')}") from None
+            log = runtime.master / "twistd.log"
+            errors = config_errors(log_tail(log, lines=200))
+            if errors:
+                raise LocalError(f"the master refused its configuration: {errors} (details: {log})") from None
+            raise LocalError(f"{e}\n{log_tail(log)}") from None
+
+
+def check_master_config(settings):
+    """Build the master's configuration from settings as master.cfg does, and have Buildbot check it; its
+    first error, or a SettingsError of the settings' own check, as one line."""
+    # Here, not at the top: ./release runs without Buildbot until ensure_buildbot has installed it.
+    from buildbot.config.errors import ConfigErrors
+    from buildbot.config.master import MasterConfig
+
+    from buildmaster.config import buildmaster_config
+    try:
+        MasterConfig.loadFromDict(buildmaster_config(settings), "master.cfg")
+    except ConfigErrors as e:
+        raise LocalError(f"the master would refuse its configuration: {'; '.join(e.errors)}") from None
+
+
+# What the master logs of a master.cfg that fails to load: the header, then each error indented, the
+# exception's message wrapped in Buildbot's words.
+CONFIG_ERRORS_HEADER = "Configuration Errors:"
+CONFIG_ERROR_WRAP = ("error while parsing config file: ", " (traceback in logfile)")
+
+
+def config_errors(log_text):
+    """The errors of the last 'Configuration Errors:' block of a twistd.log, in one line ('' if none)."""
+    lines = log_text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(CONFIG_ERRORS_HEADER)]
+    if not starts:
+        return ""
+    errors = []
+    for line in lines[starts[-1] + 1:]:
+        # twistd prefixes each line with its time and source: "2026-... [-]   the error".
+        message = line.split("] ", 1)[1] if "] " in line else line
+        if not message.startswith("  "):
+            break
+        message = message.strip()
+        head, tail = CONFIG_ERROR_WRAP
+        errors.append(message.removeprefix(head).removesuffix(tail))
+    return "; ".join(errors)
 
 
 def describe_worker(basedir):
@@ -309,12 +370,31 @@ def login_as_admin(settings, api):
     return user
 
 
-def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests=DEFAULT_TEST_SET):
-    """Start a release on every platform; returns the buildset id."""
+def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests=DEFAULT_TEST_SET,
+                  platforms=()):
+    """Start a release on platforms (names of [[platforms]] rows or of pgo/platforms.toml's platforms; none:
+    the master's matrix); returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
                           formats=list(formats), benchmark=benchmark, profile=profile, tests=tests,
-                          reason=f"./release {version}")
+                          platforms=list(platforms), reason=f"./release {version}")
     return bsid
+
+
+def latent_workers(settings):
+    """Worker name -> how ./release names its start, for each latent worker (a container or a VM the master
+    starts for a build), with the image the master starts (its images folder's current.json)."""
+    found = {}
+    for w in settings.workers:
+        if w.kind == "local":
+            continue
+        try:
+            current = json.loads((Path(w.images) / protocol.CURRENT_IMAGE).read_text())["current"]
+            image = current["container_image"] if w.kind == "docker" else f"{current['image']}:{current['build']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            image = None      # the master says why at its start; here only the name is wanted
+        kind = "container" if w.kind == "docker" else "VM"
+        found[w.name] = f"{kind} worker {w.name}" + (f" ({image})" if image else "")
+    return found
 
 
 def resolution(api, bsid):
@@ -330,7 +410,8 @@ def newest_build_id(api):
     return builds[0]["buildid"] if builds else 0
 
 
-def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=None, owners=None, hosts=None):
+def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=None, owners=None, hosts=None,
+           latent=None):
     """Print the steps of bsid's builds started after after_buildid until the buildset completes.
 
     Its builds are those of its requests and those they triggered (the package builds), never
@@ -339,6 +420,8 @@ def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=
     them, with cancel_hint, the command that cancels them. owners, if given, is filled with
     {buildid: whether it is bsid's} of the builds seen. hosts (worker name -> its host) makes the
     builds of another worker of the same host count as ahead: heavy builds of one host take turns.
+    latent (worker name -> how to name its start, latent_workers) says that a request waiting for such a
+    worker waits for the master to start it, not for a worker process to connect.
     """
     builders = builder_names(api)
     shown, last_print, waiting_since, workers_of, said_ahead = {}, {}, {}, builder_workers(api, hosts), []
@@ -360,8 +443,8 @@ def follow(api, bsid, after_buildid, out=print, give_up_after=None, cancel_hint=
                     shown[key], last_print[key] = step["state_string"], now
         if buildset["complete"]:
             return buildset["results"]
-        watch_workers(api, bsid, builders, waiting_since, give_up_after, out)
         ahead = work_ahead(api, bsid, builders, workers_of)
+        watch_workers(api, bsid, builders, waiting_since, give_up_after, out, latent=latent, queued=bool(ahead))
         if ahead and ahead != said_ahead:
             them = "it" if len(ahead) == 1 else "them"
             out(f"waiting behind {' and '.join(ahead)}: {cancel_hint or CANCEL_COMMAND} cancels {them}, "
@@ -380,20 +463,33 @@ def of_buildset(api, bsid, build, owners):
     return owners[build["buildid"]]
 
 
-def watch_workers(api, bsid, builders, waiting_since, give_up_after, out):
-    """Name the requests of bsid that wait for a worker which is not connected; cancel them after give_up_after s."""
+def watch_workers(api, bsid, builders, waiting_since, give_up_after, out, latent=None, queued=False):
+    """Name the requests of bsid that wait for a worker which is not connected; cancel them after give_up_after s.
+
+    A request whose workers are all latent (latent: name -> how to name its start) waits for the master to
+    start one: said so, and, when queued (behind other builds, which follow names), not waiting yet: a
+    latent worker connects only for a build that may start."""
+    latent = latent or {}
     for request in api.get("buildrequests", buildsetid=bsid)["buildrequests"]:
         brid, builder = request["buildrequestid"], builders.get(request["builderid"], "?")
         workers = api.get(f"builders/{request['builderid']}/workers")["workers"]
-        if request["claimed"] or request["complete"] or any(w["connected_to"] for w in workers):
-            if waiting_since.pop(brid, None) is not None:
+        starting = [latent[w["name"]] for w in workers if w["name"] in latent]
+        all_latent = bool(workers) and len(starting) == len(workers)
+        if request["claimed"] or request["complete"] or any(w["connected_to"] for w in workers) \
+                or (all_latent and queued):
+            since = waiting_since.pop(brid, None)
+            # A latent worker's request is claimed as the master starts it: its build's steps follow.
+            if since is not None and not all_latent:
                 out(f"{builder}: a worker connected")
             continue
         if brid not in waiting_since:
             waiting_since[brid] = time.monotonic()
             names = ", ".join(w["name"] for w in workers) or "none configured"
             limit = f"; giving up after {give_up_after:g} s" if give_up_after is not None else ""
-            out(f"{builder}: waiting for a worker: not connected to the master ({names}){limit}")
+            if all_latent:
+                out(f"{builder}: starting {' or '.join(starting)}{limit}")
+            else:
+                out(f"{builder}: waiting for a worker: not connected to the master ({names}){limit}")
         elif give_up_after is not None and time.monotonic() - waiting_since[brid] >= give_up_after:
             reason = f"no worker connected within {give_up_after:g} s"
             api.control(f"buildrequests/{brid}", "cancel", reason=reason)
@@ -568,7 +664,8 @@ def cmd_up(args):
     runtime = Runtime(args.runtime)
     setup(runtime)
     settings, api = start(runtime)
-    say(f"master and worker are running; web UI: {settings.url}")
+    say(f"master and worker are running; web UI: {settings.url}" if local_worker(settings) else
+        f"master is running (its workers are started for each build); web UI: {settings.url}")
     say(f"admin user: {next(iter(settings.admins))} (password in {runtime.settings_file})")
     # What an earlier ./release stop left running or queued goes on now: said, not silent.
     work = [w for w in active_work(api) if w.parent_buildid is None]
@@ -619,20 +716,26 @@ def cancel_releases(runtime):
 
 def cmd_run(args):
     runtime = Runtime(args.runtime)
+    # Which platforms, or why none, before anything is started: the master checks the same again.
+    platforms, left_out = release_platforms(write_settings(runtime), args.config, args.source, args.platform or ())
+    for row, why in left_out:
+        say(f"leaving out platform {row.name}: {why}")
     setup(runtime)
     settings, api = start(runtime)
     user = login_as_admin(settings, api)
     before = newest_build_id(api)
+    names = [p.name for p in platforms]
     bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark,
-                         args.profile, args.tests)
-    say(f"release {args.version} ({args.config}) forced as {user}; web UI: {settings.url}")
+                         args.profile, args.tests, platforms=names)
+    on = ", ".join(p.name if p.name == p.platform else f"{p.name} ({p.platform})" for p in platforms)
+    say(f"release {args.version} ({args.config}) on {on} forced as {user}; web UI: {settings.url}")
     if args.version == LATEST:
         say(resolution(api, bsid))
     owners = {}
     try:
         results = follow(api, bsid, before, out=say, give_up_after=settings.worker_wait_minutes * 60,
                          cancel_hint=with_runtime(CANCEL_COMMAND, args), owners=owners,
-                         hosts={w.name: w.build_host for w in settings.workers})
+                         hosts={w.name: w.build_host for w in settings.workers}, latent=latent_workers(settings))
     except KeyboardInterrupt:
         say(f"\nstopped following; the release goes on: {settings.url}")
         return 130
@@ -685,6 +788,10 @@ def make_parser():
                      help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
+    run.add_argument("--platform", action="append", metavar="NAME",
+                     help="release on this platform only (pgo/platforms.toml, or a [[platforms]] name of the "
+                     "settings; again for more); default: every platform of the settings whose workers can build "
+                     "the source")
     run.add_argument("--tests", choices=test_set_names(), default=DEFAULT_TEST_SET,
                      help="the test set run on the optimised and the plain build before the verdict "
                      "(default: %(default)s)")
@@ -735,7 +842,8 @@ def main(argv=None):
     try:
         ensure_buildbot(Runtime(args.runtime), argv)
         return args.func(args) or 0
-    except (LocalError, SettingsError, ApiError) as e:
+    except PipelineError as e:
+        # LocalError, SettingsError, ApiError, and the platform and configuration checks: one line each.
         return fail("release", e)
     except OSError as e:
         return fail("release", f"cannot talk to the master: {e}")

@@ -23,6 +23,7 @@ from buildmaster.preflight import refusal, resolve
 from buildmaster.schedulers import VersionParameter, release_form_properties
 from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
+from pgo import platforms
 from pgo.phases import PIPELINES
 from pgo.source import ensure_deb_src
 
@@ -129,6 +130,44 @@ def test_schedulers_release_nightly_and_fan_out(two_platforms):
     assert triggerable == ["package-debian-12-bintar", "package-debian-12-deb", "package-rocky-9-rpm"]
 
 
+def test_each_platforms_steps_get_its_entry_of_the_platform_table(two_platforms):
+    """pgo reads the platform from $PGO_PLATFORM (the debs' suffix, prove's distribution): every builder of a
+    [[platforms]] row sets it, to the row's name when that is a table name, else to this machine's platform."""
+    here = platforms.host().name
+    envs = {b.name: b.env for b in two_platforms.builders}
+    for name in ("release-debian-12", "package-debian-12-deb", "package-debian-12-bintar", "nightly-debian-12"):
+        assert envs[name] == {"PGO_PLATFORM": "debian-12"}, name
+    for name in ("release-rocky-9", "package-rocky-9-rpm"):
+        assert envs[name] == {"PGO_PLATFORM": here}, name
+
+
+def test_a_platforms_row_names_its_platform_or_builds_for_this_machines(tmp_path, monkeypatch):
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text("[[workers]]\nname = 'w'\npassword = 'p'\n"
+                             "[[platforms]]\nname = 'local'\nworkers = ['w']\n"
+                             "[[platforms]]\nname = 'debian-13'\nworkers = ['w']\n"
+                             "[[platforms]]\nname = 'trixie-big'\nworkers = ['w']\nplatform = 'debian-13'\n")
+    # The generated settings' `local` (and any name that is not a table name): this machine's platform,
+    # which $PGO_PLATFORM names where /etc/os-release cannot.
+    for here in ("debian-12", "debian-13"):
+        monkeypatch.setenv(platforms.ENV, here)
+        assert [(p.name, p.platform) for p in load_settings(settings_file).platforms] == [
+            ("local", here), ("debian-13", "debian-13"), ("trixie-big", "debian-13")]
+    monkeypatch.setenv(platforms.ENV, "debian-7")
+    with pytest.raises(SettingsError, match=r"platform local builds for this machine's platform: unknown platform "
+                       r"'debian-7' \(known: debian-12, debian-13\); or name one with platform = "):
+        load_settings(settings_file)
+
+
+def test_the_release_form_offers_the_platforms_none_chosen_is_the_matrix(two_platforms):
+    release = next(s for s in two_platforms.schedulers.values() if s.name == "release")
+    (chosen,) = [p for p in release._config_kwargs["properties"] if p.name == "platforms"]
+    assert (chosen.choices, chosen.default, chosen.multiple) == (["debian-12", "rocky-9"], [], True)
+    assert chosen.getFromKwargs({}) == []
+    # A platform of the table is a choice too (./release --platform debian-13): the scheduler judges it.
+    assert chosen.getFromKwargs({"platforms": ["debian-13"]}) == ["debian-13"]
+
+
 def test_only_admins_control_builds(two_platforms):
     www = two_platforms.www
     assert www["port"] == "tcp:8123:interface=127.0.0.1"
@@ -190,6 +229,12 @@ def test_version_is_validated_with_a_clear_message():
     ("heavy_builds_per_host = 'two'", "heavy_builds_per_host must be a whole number of at least 1, not 'two'"),
     ("[[workers]]\nname = 'w'\npassword = 'p'\nhost = 3", "worker w: host must be a machine's name, not 3"),
     ("[[workers]]\nname = 'w'\npassword = 'p'\nhots = 'a'", "entry w: .*unexpected keyword argument 'hots'"),
+    ("[[platforms]]\nname = 'x'\nworkers = ['local-worker']\nplatform = 'debian-99'",
+     "platform x: platform = 'debian-99' is no platform of platforms.toml .known: debian-12, debian-13.$"),
+    ("[[platforms]]\nname = 'debian-14'\nworkers = ['local-worker']",
+     "platform debian-14 is no platform of platforms.toml .known: debian-12, debian-13.; name one with platform"),
+    ("[[platforms]]\nname = 'x'\nworkers = ['local-worker']\nplatfrom = 'debian-12'",
+     "platform x: unknown setting 'platfrom' .known: name, workers, formats, platform.$"),
 ])
 def test_bad_settings_are_refused(tmp_path, text, message):
     settings_file = tmp_path / "settings.toml"

@@ -18,7 +18,7 @@ import time
 import pytest
 from conftest import free_port
 
-from buildmaster.settings import SETTINGS_ENV
+from buildmaster.settings import SETTINGS_ENV, load_settings
 from launcher import local
 from pgo import REPO
 
@@ -113,6 +113,137 @@ def test_a_release_follows_its_own_builds_and_those_they_triggered_only():
               {"buildid": 12, "buildrequestid": 3}, {"buildid": 13, "buildrequestid": 4}]
     assert [local.of_buildset(api, 1, build, owners) for build in builds] == [True, True, False, False]
     assert owners == {10: True, 11: True, 12: False, 13: False}
+
+
+# --- latent workers, the master's configuration, a master without a local worker (issue 45) -------------
+
+class Waiting:
+    """The REST API's answers watch_workers reads: one request of buildset 1, unclaimed, for a builder
+    whose only worker is not connected."""
+
+    def __init__(self, worker):
+        self.worker, self.cancelled = worker, []
+
+    def get(self, path, **query):
+        if path == "buildrequests":
+            return {"buildrequests": [{"buildrequestid": 5, "builderid": 2, "claimed": False, "complete": False}]}
+        assert path == "builders/2/workers", path
+        return {"workers": [{"workerid": 1, "name": self.worker, "connected_to": []}]}
+
+    def control(self, path, method, **params):
+        self.cancelled.append((path, method))
+
+
+def watch(api, waiting_since, latent, queued=False):
+    said = []
+    local.watch_workers(api, 1, {2: "release-debian-13"}, waiting_since, 900, said.append, latent=latent,
+                        queued=queued)
+    return said
+
+
+def test_a_latent_worker_is_said_to_be_starting_and_the_wait_still_gives_up():
+    latent = {"container-worker": "container worker container-worker (pgo-worker/gcc14:B7)"}
+    api, since = Waiting("container-worker"), {}
+    # Behind another build of its host (follow names it): nothing to start yet, no clock running.
+    assert watch(api, since, latent, queued=True) == [] and since == {}
+    assert watch(api, since, latent) == ["release-debian-13: starting container worker container-worker "
+                                         "(pgo-worker/gcc14:B7); giving up after 900 s"]
+    assert watch(api, since, latent) == []                    # said once
+    since[5] -= 900
+    assert watch(api, since, latent) == ["release-debian-13: gave up waiting for a worker: no worker connected "
+                                         "within 900 s; request cancelled"]
+    assert api.cancelled == [("buildrequests/5", "cancel")]
+    # A worker process ./release starts: not connected is what it is.
+    assert watch(Waiting("local-worker"), {}, latent) == [
+        "release-debian-13: waiting for a worker: not connected to the master (local-worker); giving up after 900 s"]
+
+
+def test_latent_workers_are_named_with_the_image_the_master_starts(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "current.json").write_text(json.dumps({"current": {"image": "gcc14", "build": "B7",
+                                                                 "container_image": "pgo-worker/gcc14:B7"}}))
+    (tmp_path / "settings.toml").write_text(
+        "[admins]\nadmin = 'a'\n[[workers]]\nname = 'c'\nkind = 'docker'\nimages = 'images'\n"
+        "[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'\nimages = 'images'\nhd_image = 'd'\n"
+        "[[workers]]\nname = 'gone'\nkind = 'docker'\nimages = 'nowhere'\n"
+        "[[workers]]\nname = 'here'\npassword = 'p'\n"
+        "[[platforms]]\nname = 'debian-13'\nworkers = ['c', 'vm', 'gone', 'here']\n[nightly]\nenabled = false\n")
+    settings = load_settings(tmp_path / "settings.toml")
+    assert local.latent_workers(settings) == {"c": "container worker c (pgo-worker/gcc14:B7)",
+                                              "vm": "VM worker vm (gcc14:B7)", "gone": "container worker gone"}
+
+
+TWISTD_LOG = """\
+2026-11-28 09:40:01+0000 [-] Loading configuration from '/srv/run/master/master.cfg'
+2026-11-28 09:40:02+0000 [-] error while parsing config file:
+\tTraceback (most recent call last):
+\t  File "/srv/pgo/buildmaster/workers.py", line 160, in check_image_on_docker_host
+\tbuildmaster.settings.SettingsError: docker worker c1: the Docker host unix:///var/run/docker.sock has no image
+2026-11-28 09:40:02+0000 [-] Configuration Errors:
+2026-11-28 09:40:02+0000 [-]   error while parsing config file: docker worker c1: the Docker host \
+unix:///var/run/docker.sock has no image pgo-worker/gcc12:B1 (the current image) (traceback in logfile)
+2026-11-28 09:40:02+0000 [-] Halting master.
+"""
+
+
+def test_the_masters_configuration_errors_are_one_line():
+    assert local.config_errors(TWISTD_LOG.replace("\\\n", "")) == (
+        "docker worker c1: the Docker host unix:///var/run/docker.sock has no image pgo-worker/gcc12:B1 "
+        "(the current image)")
+    assert local.config_errors("2026-11-28 09:40:02+0000 [-] BuildMaster is running\n") == ""
+
+
+CONTAINERS_ONLY = """
+[admins]
+admin = "secret"
+[[workers]]
+name = "container-worker"
+kind = "docker"
+images = "images"
+[[platforms]]
+name = "debian-12"
+workers = ["container-worker"]
+[nightly]
+platform = "debian-12"
+"""
+
+
+@pytest.fixture
+def containers_only(tmp_path, monkeypatch):
+    """A runtime whose only worker is a container of an image (made up: the Docker daemon is asked nothing)."""
+    from buildmaster import workers
+    monkeypatch.delenv(SETTINGS_ENV, raising=False)
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "current.json").write_text(json.dumps({"current": {
+        "image": "gcc12", "build": "B1", "container_image": "pgo-worker/gcc12:B1", "worker_user": "buildbot",
+        "worker_uid": 1000, "worker_gid": 1000, "worker_cache": "/home/buildbot/.cache/pgo",
+        "worker_repo": "/srv/pgo"}}))
+    (tmp_path / "master-settings.toml").write_text(CONTAINERS_ONLY)
+    asked = []
+    monkeypatch.setattr(workers, "docker_image_state", lambda host, image: asked.append(image) or "missing")
+    return local.Runtime(tmp_path), asked
+
+
+def test_a_master_config_error_is_one_line_before_the_master_starts(containers_only, capsys):
+    """The Docker host lacks the worker's image: said as the master would say it, without starting it."""
+    runtime, asked = containers_only
+    assert release_cli("up", "--runtime", str(runtime.root)) == 1
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [
+        "release: error: docker worker container-worker: the Docker host unix:///var/run/docker.sock has no image "
+        "pgo-worker/gcc12:B1 (the current image): import it with `python3 -m vm_images --images "
+        f"{runtime.root / 'images'} container-image`"]
+    assert asked == ["pgo-worker/gcc12:B1"]
+    assert not local.running_pid(runtime.master)
+
+
+def test_a_master_with_only_container_workers_starts_no_worker_process(containers_only):
+    runtime, _ = containers_only
+    settings = local.setup(runtime)
+    assert local.local_worker(settings) is None
+    assert (runtime.master / "buildbot.tac").is_file() and not runtime.worker.exists()
 
 
 # --- with a real master and worker (issue 43) -------------------------------------------------
@@ -351,3 +482,20 @@ def test_stop_cancel_without_a_master_is_one_error_line(tmp_path, capsys):
     assert printed.err.splitlines() == [f"release: error: --cancel: no master in {tmp_path / 'master'}, "
                                         "so nothing to cancel"]
     assert printed.out == ""
+
+
+@pytest.mark.parametrize("chosen, reason", [
+    (["debian-13"], "platform 'debian-13' is not in the master settings ({settings}): no [[platforms]] entry builds "
+                    "for it (they build for local: {here})"),
+    (["sid"], "unknown platform 'sid' (known: debian-12, debian-13; of the master settings: local)"),
+])
+def test_the_release_form_refuses_a_platform_before_any_build(runtime, chosen, reason):
+    """The web UI's form and ./release's force: the master's own check of the platforms (issue 45)."""
+    local.start(runtime)
+    api = admin(runtime)
+    before = local.newest_build_id(api)
+    with pytest.raises(local.ApiError) as refused:
+        local.force_release(api, "1.0.0", "fixture", "tests/fixture", ["bintar"], platforms=chosen)
+    here = runtime.settings().platform("local").platform
+    assert str(refused.value) == "platforms: " + reason.format(settings=runtime.settings_file, here=here)
+    assert local.newest_build_id(api) == before
