@@ -280,6 +280,22 @@ def table_platform(name, named, table, where):
                             f"with platform = \"...\" ({known})") from None
 
 
+def check_local_workers(s, where):
+    """Refuse a worker process of this machine in an entry of another platform than this machine's: its
+    steps would say PGO_PLATFORM=debian-13 and compile with this machine's compiler. (A container's or a
+    VM's image is checked against its platform where the master reads it: buildmaster/workers.py.)"""
+    try:
+        here = platforms.host().name
+    except PipelineError:
+        return              # a machine of no platform: the entries that need it said so already
+    for p in s.platforms:
+        for w in (s.worker(name) for name in p.workers):
+            if w.kind == "local" and w.build_host == MASTER_HOST and p.platform != here:
+                raise SettingsError(f"{where}: platform {p.name} builds for {p.platform}, but its worker {w.name} "
+                                    f"is a process of this machine, a {here}: name it in an entry of {here}, or "
+                                    "set its host if it runs on another machine")
+
+
 def check(s):
     where = s.source_file or "default settings"
     if not s.admins:
@@ -308,6 +324,7 @@ def check(s):
         if bad:
             raise SettingsError(f"{where}: platform {p.name}: unknown package format '{bad[0]}' "
                                 f"(known: {', '.join(PACKAGE_FORMATS)})")
+    check_local_workers(s, where)
     if s.nightly.enabled and s.nightly.platform not in [p.name for p in s.platforms]:
         raise SettingsError(f"{where}: [nightly] platform '{s.nightly.platform}' is not a [[platforms]] name")
     if s.inconclusive is not None and s.inconclusive not in INCONCLUSIVE_CHOICES:

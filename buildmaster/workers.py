@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 from buildbot.plugins import util, worker
 
 from buildmaster.settings import DOCKER_HOST, SettingsError
-from pgo import REPO
+from pgo import REPO, platforms
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release.
@@ -189,7 +189,38 @@ def make_worker(spec, settings):
 
 
 def make_workers(settings):
+    check_images_of_platforms(settings)
     return [make_worker(spec, settings) for spec in settings.workers]
+
+
+def current_image_name(images):
+    """The vm_images definition (gcc12) of <images>/current.json's current image; None if it cannot tell
+    (make_worker says why)."""
+    try:
+        return json.loads((Path(images) / CURRENT_IMAGE).read_text())["current"]["image"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_images_of_platforms(settings):
+    """Refuse, at the master's start, a container or VM worker of a [[platforms]] entry whose current image
+    is not its platform's build image (pgo/platforms.toml image): its steps would say PGO_PLATFORM=debian-13
+    and compile with another release's compiler, and label what they make as that release's."""
+    table = platforms.load()
+    for row in settings.platforms:
+        wanted = table[row.platform].image
+        for spec in (settings.worker(name) for name in row.workers):
+            if spec.kind == "local":
+                continue
+            running = current_image_name(spec.images)
+            if running is not None and running != wanted:
+                fix = (f"make {wanted} current there (`python3 -m vm_images --images {spec.images} promote "
+                       f"{wanted}`)" if wanted else f"{row.platform} has no build image yet")
+                its_own = next((p.name for p in table.values() if p.image == running), None)
+                other = f", or name the worker in an entry of {its_own}" if its_own else ""
+                raise SettingsError(f"platform {row.name} builds for {row.platform}, whose image is "
+                                    f"{wanted or 'none'}, but its worker {spec.name} runs {running} (current in "
+                                    f"{spec.images}): {fix}{other}")
 
 
 def host_locks(settings):

@@ -143,7 +143,7 @@ def test_each_platforms_steps_get_its_entry_of_the_platform_table(two_platforms)
 
 def test_a_platforms_row_names_its_platform_or_builds_for_this_machines(tmp_path, monkeypatch):
     settings_file = tmp_path / "settings.toml"
-    settings_file.write_text("[[workers]]\nname = 'w'\npassword = 'p'\n"
+    settings_file.write_text("[[workers]]\nname = 'w'\npassword = 'p'\nhost = 'build-box'\n"
                              "[[platforms]]\nname = 'local'\nworkers = ['w']\n"
                              "[[platforms]]\nname = 'debian-13'\nworkers = ['w']\n"
                              "[[platforms]]\nname = 'trixie-big'\nworkers = ['w']\nplatform = 'debian-13'\n")
@@ -157,6 +157,33 @@ def test_a_platforms_row_names_its_platform_or_builds_for_this_machines(tmp_path
     with pytest.raises(SettingsError, match=r"platform local builds for this machine's platform: unknown platform "
                        r"'debian-7' \(known: debian-12, debian-13\); or name one with platform = "):
         load_settings(settings_file)
+
+
+def test_a_worker_must_build_with_its_platforms_release(tmp_path, monkeypatch):
+    """A worker process of this machine, or a container of an image, in an entry of another platform: its
+    steps would say PGO_PLATFORM=debian-13 and compile with Debian 12's GCC."""
+    monkeypatch.setenv(platforms.ENV, "debian-12")
+    settings_file = tmp_path / "settings.toml"
+    settings_file.write_text("[[workers]]\nname = 'w'\npassword = 'p'\n"
+                             "[[platforms]]\nname = 'debian-13'\nworkers = ['w']\n[nightly]\nenabled = false\n")
+    with pytest.raises(SettingsError) as refused:
+        load_settings(settings_file)
+    assert str(refused.value) == (f"{settings_file}: platform debian-13 builds for debian-13, but its worker w is a "
+                                  "process of this machine, a debian-12: name it in an entry of debian-12, or set "
+                                  "its host if it runs on another machine")
+    settings_file.write_text(settings_file.read_text().replace("password = 'p'", "password = 'p'\nhost = 'box-13'"))
+    assert load_settings(settings_file).platform("debian-13").platform == "debian-13"
+    write_pointer(tmp_path / "images", **CONTAINER)
+    settings_file.write_text("[[workers]]\nname = 'c1'\nkind = 'docker'\nimages = 'images'\n"
+                             "[[platforms]]\nname = 'debian-13'\nworkers = ['c1']\n[nightly]\nenabled = false\n")
+    with pytest.raises(SettingsError) as refused:
+        make_workers(load_settings(settings_file))
+    assert str(refused.value) == (
+        f"platform debian-13 builds for debian-13, whose image is gcc14, but its worker c1 runs gcc12 (current in "
+        f"{tmp_path}/images): make gcc14 current there (`python3 -m vm_images --images {tmp_path}/images promote "
+        "gcc14`), or name the worker in an entry of debian-12")
+    write_pointer(tmp_path / "images", **CONTAINER | {"image": "gcc14"})
+    assert len(make_workers(load_settings(settings_file))) == 1
 
 
 def test_the_release_form_offers_the_platforms_none_chosen_is_the_matrix(two_platforms):

@@ -167,7 +167,7 @@ def test_latent_workers_are_named_with_the_image_the_master_starts(tmp_path):
         "[admins]\nadmin = 'a'\n[[workers]]\nname = 'c'\nkind = 'docker'\nimages = 'images'\n"
         "[[workers]]\nname = 'vm'\npassword = 'p'\nkind = 'libvirt'\nimages = 'images'\nhd_image = 'd'\n"
         "[[workers]]\nname = 'gone'\nkind = 'docker'\nimages = 'nowhere'\n"
-        "[[workers]]\nname = 'here'\npassword = 'p'\n"
+        "[[workers]]\nname = 'here'\npassword = 'p'\nhost = 'box-13'\n"
         "[[platforms]]\nname = 'debian-13'\nworkers = ['c', 'vm', 'gone', 'here']\n[nightly]\nenabled = false\n")
     settings = load_settings(tmp_path / "settings.toml")
     assert local.latent_workers(settings) == {"c": "container worker c (pgo-worker/gcc14:B7)",

@@ -13,7 +13,7 @@ from buildmaster.settings import SETTINGS_ENV, load_settings
 from launcher import local
 from pgo import REPO, PipelineError, platforms
 
-# This machine (`local`, the generated settings' row) and a Debian 13 container.
+# This machine (`local`, the generated settings' row) and a worker process on a Debian 13 machine.
 MATRIX = """
 [admins]
 admin = "secret"
@@ -23,6 +23,7 @@ password = "p"
 [[workers]]
 name = "trixie-worker"
 password = "p2"
+host = "trixie-box"
 [[platforms]]
 name = "local"
 workers = ["local-worker"]
