@@ -2,25 +2,32 @@
 
 A local worker is a buildbot-worker process on this machine (`./release` starts
 it). A libvirt worker is a latent VM, booted for a build from the image that
-vm_images/ made current (its current.json) and shut down after it. A docker
+vm_images/ made current (its current.json) on a throwaway copy-on-write disk, on QEMU's
+user-mode network (it reaches the master at 10.0.2.2, the host's 127.0.0.1), its credentials
+given at boot through fw_cfg, and destroyed after it. A docker
 worker is a latent container of the same image (`python3 -m vm_images promote`
 imports it into Docker), started for a release on the host's network, reaching
 the master on 127.0.0.1, and removed after it.
 """
 
+import base64
 import json
+import os
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import buildbot.worker.libvirt as buildbot_libvirt
 from buildbot.plugins import util, worker
+from twisted.internet import defer
+from twisted.python import log
 
-from buildmaster.settings import DOCKER_HOST, SettingsError
+from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, WORKER_PORT, SettingsError
 from pgo import REPO, platforms
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release.
+# Under QEMU's emulation (TCG) the image reaches its login prompt in about a minute here.
 VM_BOOT_TIMEOUT = 20 * 60
-VM_IDLE_SHUTDOWN = 10 * 60
 # A container's worker connects within seconds (plus its apt-get update); a daemon that cannot
 # start it must not hold a release for the VMs' twenty minutes.
 CONTAINER_START_TIMEOUT = 5 * 60
@@ -42,7 +49,14 @@ HEAVY_BUILD = util.WorkerLock("heavy-build", maxCount=1)
 PACKAGING = util.WorkerLock("packaging", maxCount=1)
 
 # The images have no boot loader: libvirt boots their kernel directly (vm_images/README.md).
-DOMAIN_XML = """<domain type="kvm">
+# - type: "qemu" is QEMU's emulation (TCG), "kvm" the host's KVM (the worker's domain_type).
+# - <interface type="user">: QEMU's user-mode network (slirp), no bridge, no address of the host's
+#   networks: the guest reaches the host's own 127.0.0.1 at 10.0.2.2 (VM_HOST_ADDRESS).
+# - <sysinfo type="fwcfg">: the worker's name, password and master, given at boot through QEMU's
+#   fw_cfg (libvirt >= 6.5); the image's worker unit reads them (vm_images/build.py), the image holds none.
+# - <filesystem>: this checkout, read-only over 9p, which the guest mounts at VM_REPO.
+# - the serial console goes to a file beside the overlay, to say why a VM never connected.
+DOMAIN_XML = """<domain type="{domain_type}">
   <name>{name}</name>
   <memory unit="MiB">{memory_mib}</memory>
   <vcpu>{cpus}</vcpu>
@@ -52,14 +66,35 @@ DOMAIN_XML = """<domain type="kvm">
     <initrd>{initrd}</initrd>
     <cmdline>{cmdline}</cmdline>
   </os>
+  <sysinfo type="fwcfg">
+    <entry name="{fw_cfg_name}">{fw_cfg}</entry>
+  </sysinfo>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
   <devices>
     <disk type="file" device="disk"><driver name="qemu" type="qcow2"/>
       <source file="{hd_image}"/><target dev="vda" bus="virtio"/></disk>
-    <interface type="network"><source network="default"/><model type="virtio"/></interface>
-    <serial type="pty"/><console type="pty"/>
+    <filesystem type="mount" accessmode="squash"><source dir="{repo}"/><target dir="{repo_tag}"/><readonly/>
+      </filesystem>
+    <interface type="user"><model type="virtio"/></interface>
+    <serial type="pty"><log file="{console_log}" append="off"/></serial>
+    <console type="pty"/>
   </devices>
 </domain>
 """
+# QEMU's user-mode network: the address at which the guest reaches the host's loopback (slirp
+# connects to 127.0.0.1 for it), where a master listening on 127.0.0.1 takes the worker.
+VM_HOST_ADDRESS = "10.0.2.2"
+# The fw_cfg entry the image's worker unit reads from /sys/firmware/qemu_fw_cfg/by_name/<name>/raw:
+# base64 of a JSON object (master, port, name, password, hide). The same name is in
+# vm_images/build.py (VM_FW_CFG), which the master may not import; a test checks they agree.
+VM_FW_CFG = "opt/org.pgo/worker"
+# This checkout in the VM: a read-only 9p share with this tag, mounted where a container has it.
+VM_REPO_TAG = "pgo"
+VM_REPO = "/srv/pgo"
+# The console log beside the worker's overlay disk: <hd_image>.console.log
+CONSOLE_SUFFIX = ".console.log"
 
 
 def current_image(images):
@@ -171,20 +206,121 @@ def docker_worker(spec, settings):
         build_wait_timeout=0)
 
 
-def domain_xml(spec, image):
-    values = {"name": spec.name, "memory_mib": spec.memory_mib, "cpus": spec.cpus, "kernel": image["kernel"],
-              "initrd": image["initrd"], "cmdline": image["kernel_cmdline"], "hd_image": spec.hd_image}
+def vm_master_address(settings):
+    """Where the VM's worker reaches the master's worker port: QEMU's user-mode network takes the
+    guest's connections to VM_HOST_ADDRESS to the host's 127.0.0.1 (a master listening there or on
+    every address); any other address the master listens on, the guest reaches as it is."""
+    return VM_HOST_ADDRESS if settings.listen in ("", "0.0.0.0", "localhost", "127.0.0.1") else settings.listen
+
+
+def vm_credentials(spec, settings=None):
+    """The fw_cfg entry's content: what the VM's worker needs to connect, as base64 of a JSON object:
+    no character of it needs escaping in the XML or on QEMU's command line (where a ',' would end the
+    value). `hide`: the checkout's folders the guest covers with an empty read-only tmpfs (the
+    master's settings, with their passwords, when they are in the checkout). Without settings, the
+    defaults': a master on 127.0.0.1:WORKER_PORT."""
+    hide = [str(folder.relative_to(REPO)) for folder in settings_folder_in_checkout(settings)]
+    payload = {"master": vm_master_address(settings) if settings else VM_HOST_ADDRESS,
+               "port": settings.worker_port if settings else WORKER_PORT, "name": spec.name,
+               "password": spec.password, "hide": hide}
+    return base64.b64encode(json.dumps(payload).encode()).decode("ascii")
+
+
+def settings_folder_in_checkout(settings):
+    folder = settings.source_file.resolve().parent if settings and settings.source_file else None
+    return [folder] if folder is not None and folder.is_relative_to(REPO) else []
+
+
+def domain_xml(spec, image, settings=None):
+    """The libvirt domain of a VM worker, booting image (current_image) on a copy-on-write child
+    (hd_image) of its disk, for the master of settings (vm_credentials)."""
+    if spec.domain_type not in LIBVIRT_DOMAIN_TYPES:
+        raise SettingsError(f"libvirt worker {spec.name}: domain_type '{spec.domain_type}' is not one of "
+                            f"{', '.join(LIBVIRT_DOMAIN_TYPES)}")
+    values = {"domain_type": spec.domain_type, "name": spec.name, "memory_mib": spec.memory_mib, "cpus": spec.cpus,
+              "kernel": image["kernel"], "initrd": image["initrd"], "cmdline": image["kernel_cmdline"],
+              "hd_image": spec.hd_image, "fw_cfg_name": VM_FW_CFG, "fw_cfg": vm_credentials(spec, settings),
+              "repo": REPO, "repo_tag": VM_REPO_TAG, "console_log": f"{spec.hd_image}{CONSOLE_SUFFIX}"}
     return DOMAIN_XML.format(**{k: escape(str(v), {'"': "&quot;"}) for k, v in values.items()})
+
+
+class VMWorker(buildbot_libvirt.LibVirtWorker):
+    """Buildbot's LibVirtWorker (4.3.0), for a transient domain on a throwaway overlay.
+
+    - The domain is made at each start from the image current.json names then (a promotion reaches
+      the next VM, as it reaches the next container), on a fresh qcow2 child of its disk at hd_image.
+      The domain's disk is that child, not the image: Buildbot issue 7122 (a domain of its own XML
+      still boots base_image, whose changes then persist) cannot happen.
+    - LibVirtWorker asks libvirt for the domain by name before it starts one and takes libvirt's
+      "no such domain" for an error: a domain made from xml= exists only while it runs, so it could
+      never start. Here no domain is a domain that does not run.
+    - A domain of this worker's name that still runs (a master stopped without stopping it) is
+      destroyed before the start, and an overlay left behind is removed: each build boots the image.
+    - The overlay (and its console log) is removed at each stop, also when the VM is already gone
+      (powered off, killed): LibVirtWorker returns early then and keeps it.
+    """
+
+    def __init__(self, name, password, render_domain=None, **kwargs):
+        super().__init__(name, password, **kwargs)
+        self.render_domain = render_domain
+
+    def _libvirt(self):
+        return buildbot_libvirt.libvirt
+
+    @defer.inlineCallbacks
+    def _get_domain(self):
+        libvirt = self._libvirt()
+        try:
+            return (yield self._pool_do(lambda conn: conn.lookupByName(self.workername)))
+        except libvirt.libvirtError as e:
+            if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            log.err(f"{self}: libvirt could not look up the domain: {e}")
+            self.pool.reset_connection(self.uri)
+            raise
+
+    @defer.inlineCallbacks
+    def start_instance(self, build):
+        leftover = yield self._get_domain()
+        if leftover is not None and (yield self._pool_do(lambda conn: leftover.ID())) != -1:
+            log.msg(f"{self}: destroying a running domain {self.workername} left by an earlier master")
+            yield self._pool_do(lambda conn: leftover.destroy())
+        self.remove_overlay()
+        if self.render_domain is not None:
+            self.xml, self.base_image = self.render_domain()
+        return (yield super().start_instance(build))
+
+    @defer.inlineCallbacks
+    def stop_instance(self, fast=False):
+        try:
+            yield super().stop_instance(fast)
+        finally:
+            self.remove_overlay()
+
+    def remove_overlay(self):
+        for path in (self.image, f"{self.image}{CONSOLE_SUFFIX}"):
+            if self.base_image and path and os.path.lexists(path):
+                log.msg(f"{self}: removing {path}")
+                os.remove(path)
+
+
+def vm_worker(spec, settings):
+    def render_domain():
+        image = current_image(spec.images)
+        return domain_xml(spec, image, settings), image["disk"]
+
+    xml, base_image = render_domain()
+    # build_wait_timeout=0: a fresh VM (and overlay) per release, destroyed once it and its package builds end.
+    return VMWorker(spec.name, spec.password, render_domain=render_domain, hd_image=spec.hd_image,
+                    base_image=base_image, uri=spec.uri, xml=xml, properties={REPO_PROPERTY: VM_REPO},
+                    missing_timeout=VM_BOOT_TIMEOUT, build_wait_timeout=0)
 
 
 def make_worker(spec, settings):
     if spec.kind == "docker":
         return docker_worker(spec, settings)
     if spec.kind == "libvirt":
-        image = current_image(spec.images)
-        return worker.LibVirtWorker(spec.name, spec.password, hd_image=spec.hd_image, base_image=image["disk"],
-                                    uri=spec.uri, xml=domain_xml(spec, image),
-                                    missing_timeout=VM_BOOT_TIMEOUT, build_wait_timeout=VM_IDLE_SHUTDOWN)
+        return vm_worker(spec, settings)
     return worker.Worker(spec.name, spec.password)
 
 

@@ -1,8 +1,10 @@
 """master.cfg loads into the builders, schedulers, workers and web access the settings ask for."""
 
+import base64
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 from importlib import metadata
@@ -16,6 +18,8 @@ from buildbot.process.properties import Properties
 from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
 from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
+from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from buildmaster import workers
 from buildmaster.config import buildmaster_config
@@ -561,3 +565,246 @@ def test_the_docker_daemon_is_asked_for_the_image():
     """The real question to a daemon: here one that is not there (a socket nobody listens on)."""
     state = ASK_DOCKER("unix:///nonexistent/docker.sock", "pgo-worker/gcc12:B1")
     assert state.startswith("Error while fetching server API version")
+
+
+# --- the VM worker (kind = "libvirt"): its domain, its credentials at boot, its throwaway disk -------------
+
+VM_POINTER = {"kernel": "gcc12/B1/vmlinuz", "initrd": "gcc12/B1/initrd.img",
+              "kernel_cmdline": "root=/dev/vda rw console=ttyS0 net.ifnames=0"}
+
+
+def vm_settings(tmp_path, extra=None, listen=None, source=None):
+    write_pointer(tmp_path / "images", **VM_POINTER)
+    (tmp_path / "archive").mkdir(exist_ok=True)
+    data = {"archive": str(tmp_path / "archive"), "worker_port": 9876,
+            "workers": [{"name": "vm1", "kind": "libvirt", "images": str(tmp_path / "images"),
+                         "hd_image": str(tmp_path / "vm1.qcow2"), **(extra or {})}],
+            "platforms": [{"name": "local", "workers": ["vm1"]}], "nightly": {"enabled": False}}
+    if listen is not None:
+        data["listen"] = listen
+    return from_dict(data, tmp_path, source)
+
+
+def fw_cfg_payload(domain):
+    """What the image's start-vm reads from /sys/firmware/qemu_fw_cfg/by_name/<name>/raw (vm_images/build.py)."""
+    (entry,) = domain.findall("sysinfo[@type='fwcfg']/entry")
+    assert entry.get("name") == workers.VM_FW_CFG
+    return json.loads(base64.b64decode(entry.text))
+
+
+def test_a_vm_worker_boots_on_qemus_user_network_and_gets_its_credentials_at_boot(tmp_path):
+    settings = vm_settings(tmp_path)
+    spec = settings.worker("vm1")
+    # No password in the settings: the master gives the VM a random one at each start, through fw_cfg.
+    assert len(spec.password) > 20 and spec.domain_type == "qemu"
+    raw = domain_xml(spec, current_image(spec.images), settings)
+    domain = ElementTree.fromstring(raw)
+    assert domain.get("type") == "qemu"                      # QEMU's emulation: boots where /dev/kvm cannot
+    assert [i.get("type") for i in domain.iter("interface")] == ["user"]
+    assert '<interface type="network"' not in raw and "<source network" not in raw and "bridge" not in raw
+    assert fw_cfg_payload(domain) == {"master": "10.0.2.2", "port": 9876, "name": "vm1", "password": spec.password,
+                                      "hide": []}
+    # The throwaway child is the domain's only disk (not the image: Buildbot issue 7122), the checkout read-only.
+    assert [d.find("source").get("file") for d in domain.iter("disk")] == [str(tmp_path / "vm1.qcow2")]
+    (share,) = domain.iter("filesystem")
+    assert (share.find("source").get("dir"), share.find("target").get("dir")) == (str(REPO), "pgo")
+    assert share.find("readonly") is not None
+    assert domain.find("devices/serial/log").get("file") == f"{tmp_path}/vm1.qcow2.console.log"
+    assert domain.findtext("os/kernel") == str(tmp_path / "images/gcc12/B1/vmlinuz")
+    assert domain.findtext("on_poweroff") == "destroy"
+
+
+def test_the_fw_cfg_entry_survives_any_password_and_the_domain_type_is_a_setting(tmp_path):
+    password = 'p<a>s&s"w\'o,r d\n,,x'
+    settings = vm_settings(tmp_path, {"password": password, "domain_type": "kvm", "memory_mib": 2048, "cpus": 1})
+    spec = settings.worker("vm1")
+    raw = domain_xml(spec, current_image(spec.images), settings)
+    domain = ElementTree.fromstring(raw)                     # well-formed, whatever the password holds
+    assert domain.get("type") == "kvm"
+    assert (domain.findtext("memory"), domain.findtext("vcpu")) == ("2048", "1")
+    assert fw_cfg_payload(domain)["password"] == password
+    # base64: nothing for XML to escape, and no ',' to end the value on QEMU's -fw_cfg command line.
+    (entry,) = domain.findall("sysinfo/entry")
+    assert re.fullmatch(r"[A-Za-z0-9+/=]+", entry.text)
+    assert password not in raw and "s&amp;s" not in raw
+    with pytest.raises(SettingsError, match="libvirt worker vm1: domain_type 'auto' is not one of qemu, kvm"):
+        vm_settings(tmp_path, {"domain_type": "auto"})
+
+
+@pytest.mark.parametrize("listen, master", [("127.0.0.1", "10.0.2.2"), ("0.0.0.0", "10.0.2.2"),
+                                            ("localhost", "10.0.2.2"), ("192.0.2.7", "192.0.2.7")])
+def test_the_vm_reaches_the_master_at_the_hosts_loopback(tmp_path, listen, master):
+    """QEMU's slirp takes the guest's connections to 10.0.2.2 to the host's 127.0.0.1."""
+    settings = vm_settings(tmp_path, listen=listen)
+    spec = settings.worker("vm1")
+    assert fw_cfg_payload(ElementTree.fromstring(domain_xml(spec, current_image(spec.images), settings)))[
+        "master"] == master
+
+
+def test_a_vm_never_sees_the_masters_settings_in_the_checkout(tmp_path):
+    settings = vm_settings(tmp_path, source=REPO / "run" / "master-settings.toml")
+    spec = settings.worker("vm1")
+    payload = fw_cfg_payload(ElementTree.fromstring(domain_xml(spec, current_image(spec.images), settings)))
+    assert payload["hide"] == ["run"]
+
+
+class FakeLibvirtError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+    def get_error_code(self):
+        return self.code
+
+
+class FakeDomain:
+    def __init__(self, conn, name):
+        self.conn, self.name, self.running = conn, name, True
+
+    def ID(self):
+        return 3 if self.running else -1
+
+    def destroy(self):
+        self.conn.destroyed.append(self.name)
+        del self.conn.domains[self.name]      # a transient domain is gone once it stops
+
+
+class FakeConnection:
+    """libvirt's connection as LibVirtWorker uses it; lookupByName raises for a missing domain, as libvirt does."""
+    NO_DOMAIN = 42
+
+    def __init__(self):
+        self.domains, self.created, self.destroyed = {}, [], []
+
+    def lookupByName(self, name):
+        if name not in self.domains:
+            raise FakeLibvirtError(self.NO_DOMAIN, f"Domain not found: no domain with matching name '{name}'")
+        return self.domains[name]
+
+    def createXML(self, xml, flags):
+        name = ElementTree.fromstring(xml).findtext("name")
+        self.created.append(xml)
+        self.domains[name] = FakeDomain(self, name)
+        return self.domains[name]
+
+
+class FakePool:
+    def __init__(self, conn):
+        self.conn, self.resets = conn, 0
+
+    def do(self, uri, func):
+        try:
+            return defer.succeed(func(self.conn))
+        except Exception as e:
+            return defer.fail(e)
+
+    def reset_connection(self, uri):
+        self.resets += 1
+
+
+def fired(d):
+    results = []
+    d.addBoth(results.append)
+    (result,) = results
+    if isinstance(result, Failure):
+        result.raiseException()
+    return result
+
+
+@pytest.fixture
+def vm(tmp_path, monkeypatch):
+    """The VM worker as master.cfg makes it, on a fake libvirt; its overlay made by the real qemu-img."""
+    import buildbot.worker.libvirt as buildbot_libvirt
+
+    if not shutil.which("qemu-img"):
+        pytest.skip("no qemu-img (apt-get install qemu-utils)")
+    monkeypatch.setattr(buildbot_libvirt, "libvirt", SimpleNamespace(
+        libvirtError=FakeLibvirtError, VIR_ERR_NO_DOMAIN=FakeConnection.NO_DOMAIN))
+    clones = []
+
+    def run_process(reactor, command, **kwargs):
+        clones.append(command)
+        return defer.succeed(subprocess.run(command, capture_output=True).returncode)
+    monkeypatch.setattr(buildbot_libvirt.runprocess, "run_process", run_process)
+    settings = vm_settings(tmp_path)
+    (images := tmp_path / "images" / "gcc12" / "B1").mkdir(parents=True)
+    for build in ("B1", "B2"):
+        (tmp_path / "images" / "gcc12" / build).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", tmp_path / "images/gcc12" / build / "disk.qcow2",
+                        "64M"], check=True)
+    (vm_worker,) = make_workers(settings)
+    conn = FakeConnection()
+    vm_worker.pool = FakePool(conn)
+    vm_worker.parent = SimpleNamespace(master=SimpleNamespace(reactor=None))       # what the clone step asks for
+    return SimpleNamespace(worker=vm_worker, conn=conn, clones=clones, overlay=tmp_path / "vm1.qcow2",
+                           images=images.parent.parent, settings=settings)
+
+
+def backing_file(overlay):
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", overlay], capture_output=True,
+                                     text=True, check=True).stdout)
+    return info.get("backing-filename")
+
+
+def test_a_vm_starts_on_a_fresh_overlay_of_the_current_image_and_leaves_none_behind(vm):
+    assert type(vm.worker).__name__ == "VMWorker"
+    args = vm.worker._config_kwargs
+    assert (args["build_wait_timeout"], args["properties"]) == (0, {"pgo_repo": "/srv/pgo"})   # a VM per release
+    # An overlay a crashed master left: never booted again.
+    vm.overlay.write_bytes(b"what an earlier build wrote")
+    assert fired(vm.worker.start_instance(None)) is True
+    assert backing_file(vm.overlay) == str(vm.images / "gcc12/B1/disk.qcow2")
+    assert vm.clones[-1][-1] == str(vm.overlay)
+    (xml,) = vm.conn.created
+    assert ElementTree.fromstring(xml).find("devices/disk/source").get("file") == str(vm.overlay)
+    assert fw_cfg_payload(ElementTree.fromstring(xml))["password"] == vm.worker.password
+    (vm.overlay.parent / "vm1.qcow2.console.log").write_text("console")
+    fired(vm.worker.stop_instance())
+    assert vm.conn.destroyed == ["vm1"] and not vm.overlay.exists()
+    assert not (vm.overlay.parent / "vm1.qcow2.console.log").exists()
+    # A promotion reaches the next VM without a reconfig, as it reaches the next container.
+    write_pointer(vm.images, **VM_POINTER | {"disk": "gcc12/B2/disk.qcow2", "kernel": "gcc12/B2/vmlinuz"})
+    fired(vm.worker.start_instance(None))
+    assert backing_file(vm.overlay) == str(vm.images / "gcc12/B2/disk.qcow2")
+    assert ElementTree.fromstring(vm.conn.created[-1]).findtext("os/kernel") == str(vm.images / "gcc12/B2/vmlinuz")
+    assert vm.worker.pool.resets == 0        # "no such domain" before a start is no connection error
+
+
+def test_a_vm_that_is_already_gone_still_loses_its_overlay(vm):
+    fired(vm.worker.start_instance(None))
+    vm.conn.domains.clear()                  # powered off, killed: libvirt forgets a transient domain
+    fired(vm.worker.stop_instance())
+    assert vm.conn.destroyed == [] and not vm.overlay.exists()
+
+
+def test_a_vm_a_stopped_master_left_running_is_destroyed_before_the_next_start(vm):
+    vm.conn.domains["vm1"] = FakeDomain(vm.conn, "vm1")
+    assert fired(vm.worker.start_instance(None)) is True
+    assert vm.conn.destroyed == ["vm1"] and len(vm.conn.created) == 1 and vm.overlay.is_file()
+
+
+def test_the_image_holds_no_credentials_and_reads_what_the_domain_gives(tmp_path):
+    from vm_images import build, definition
+    from vm_images.container import REPO_IN_IMAGE
+
+    assert (build.VM_FW_CFG, build.VM_REPO_TAG, REPO_IN_IMAGE) == (workers.VM_FW_CFG, workers.VM_REPO_TAG,
+                                                                    workers.VM_REPO)
+    settings = vm_settings(tmp_path, {"password": "s3cret-vm-pw"})
+    spec = settings.worker("vm1")
+    image = definition.image("gcc12")
+    files = build.vm_worker_files(image)
+    assert sorted(files) == ["etc/systemd/system/buildbot-worker.service", "opt/buildbot-worker/start-vm",
+                             "opt/buildbot-worker/vm.tac"]
+    for path, content in files.items():
+        assert "s3cret-vm-pw" not in content and spec.name not in content, path
+        assert "9876" not in content and "10.0.2.2" not in content, path
+    unit = files["etc/systemd/system/buildbot-worker.service"]
+    # Skipped, not failed, where no domain gave the entry (vm_images' boot check, a chroot).
+    assert ("ExecCondition=+/bin/sh -c 'modprobe qemu_fw_cfg 2>/dev/null; test -r "
+            "/sys/firmware/qemu_fw_cfg/by_name/opt/org.pgo/worker/raw'") in unit
+    assert "ExecStartPre=+/opt/buildbot-worker/start-vm" in unit and "User=buildbot" in unit
+    for path in ("opt/buildbot-worker/start-vm", "opt/buildbot-worker/vm.tac"):
+        compile(files[path], path, "exec")
+    # The password file: only the worker user reads it, and the tac deletes it once read.
+    assert "0o600" in files["opt/buildbot-worker/start-vm"] and "os.fchown" in files["opt/buildbot-worker/start-vm"]
+    assert 'os.remove(os.path.join(basedir, ".workerconf"))' in files["opt/buildbot-worker/vm.tac"]

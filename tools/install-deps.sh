@@ -3,11 +3,13 @@
 #   tools/install-deps.sh build   a release: the MariaDB PGO build (compilers, MariaDB's build
 #                                 dependencies), its packages and the benchmark
 #   tools/install-deps.sh test    also what the tests, the package proofs and the linters use
+#   tools/install-deps.sh vm      only what a host of VM workers (kind = "libvirt") and its master need:
+#                                 QEMU, libvirt's daemons, the master's libvirt binding
 set -eu
 what=${1:-build}
 case "$what" in
-  build|test) ;;
-  *) echo "usage: $0 build|test" >&2; exit 2 ;;
+  build|test|vm) ;;
+  *) echo "usage: $0 build|test|vm" >&2; exit 2 ;;
 esac
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -17,6 +19,16 @@ apt-get update -q
 # this machine's platform ($PGO_PLATFORM, else its /etc/os-release), refused in one line when the
 # table has none. A minimal system may lack python3 itself.
 command -v python3 >/dev/null || apt-get install -y -q --no-install-recommends python3
+if [ "$what" = vm ]; then
+  # qemu-system-x86: the VMs (QEMU's emulation, or KVM where a guest boots: the worker's domain_type);
+  # qemu-utils: the per-build overlay (qemu-img); libvirt-daemon-system: libvirtd and virtlogd (started
+  # by systemd, or by hand where there is none: tests/test_vm_worker.py does). libvirt-dev, pkg-config,
+  # gcc and python3-dev build requirements/libvirt.txt's binding (PyPI has its source only).
+  apt-get install -y -q --no-install-recommends qemu-system-x86 qemu-utils libvirt-daemon-system \
+    libvirt-dev pkg-config gcc python3-dev
+  python3 -m pip install -q -r "$repo/requirements/libvirt.txt"
+  exit 0
+fi
 platform() { (cd "$repo" && python3 -m pgo.platforms host --field "$1"); }
 name=$(platform name)
 compilers="$(platform compiler.cc) $(platform compiler.cxx)"

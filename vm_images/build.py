@@ -1,7 +1,8 @@
 """Build an image from its definition: root filesystem, tarball, bootable disk, manifest.
 
     mmdebstrap            the root filesystem from the distribution's archive, compiler pinned
-    provision             worker user, Buildbot worker venv, boot and network settings
+    provision             worker user, Buildbot worker venv (started by a container or, from the
+                          VM's fw_cfg, by its unit), boot and network settings
     kernel                vmlinuz and initrd.img copied out, for libvirt's direct kernel boot
     tarball               rootfs.tar.zst (containers, chroots, a VM's first-boot unpack)
     disk                  disk.qcow2: one ext4 filesystem made from the tree by mke2fs -d,
@@ -21,7 +22,7 @@ from pathlib import Path
 from pgo import atomic, process
 from pgo.checksums import sha256_file
 from vm_images import ImageError, chroot
-from vm_images.container import CACHE, START, TAC, container_tag
+from vm_images.container import CACHE, REPO_IN_IMAGE, START, TAC, container_tag
 from vm_images.definition import MASTER_REQUIREMENTS
 from vm_images.store import ARTIFACTS, DISK, INITRD, KERNEL, MANIFEST, ROOTFS_TARBALL, now
 
@@ -122,7 +123,7 @@ def provision(image, build_id, rootfs, log):
         "etc/pgo-image.json": json.dumps({"image": image.name, "build": build_id,
                                           "container_image": container_tag(image.name, build_id),
                                           "compiler": image.as_dict()["compiler"]}, indent=2) + "\n",
-        "etc/systemd/system/buildbot-worker.service": worker_unit(image),
+        **vm_worker_files(image),
         TAC.lstrip("/"): CONTAINER_TAC,
         START.lstrip("/"): container_start(image),
     }
@@ -132,6 +133,7 @@ def provision(image, build_id, rootfs, log):
         target.unlink(missing_ok=True)
         target.write_text(content)
     (rootfs / START.lstrip("/")).chmod(0o755)
+    (rootfs / VM_START.lstrip("/")).chmod(0o755)
     # A new named volume (the container worker's cache) takes the owner of its mount point.
     home = f"/home/{user}"
     in_image(rootfs, ["install", "-d", "-o", user, "-g", user, f"{home}/.cache", f"{home}/{CACHE}"], log)
@@ -158,26 +160,101 @@ def download_worker_wheels(image, packages, wheels, log):
                 f"buildbot-worker=={image.worker.buildbot_worker}", *constraints], log)
 
 
+# The VM worker (buildmaster/workers.py, VMWorker): libvirt gives the VM its worker's name and
+# password and the master's address at boot, through QEMU's fw_cfg, as base64 of a JSON object
+# (master, port, name, password, hide). The name is buildmaster's VM_FW_CFG too (a test checks it).
+# The image holds no credentials: the same files serve every VM worker.
+VM_FW_CFG = "opt/org.pgo/worker"
+FW_CFG_RAW = f"/sys/firmware/qemu_fw_cfg/by_name/{VM_FW_CFG}/raw"
+VM_START = "/opt/buildbot-worker/start-vm"
+VM_TAC = "/opt/buildbot-worker/vm.tac"
+VM_CONFIG_FILE = ".workerconf"
+# The master's checkout, shared read-only over 9p with this tag (buildmaster's VM_REPO_TAG), where a
+# container has it.
+VM_REPO_TAG = "pgo"
+
+
 def worker_unit(image):
+    """The VM's worker. It runs only where the domain gave the fw_cfg entry (ExecCondition, as root:
+    the qemu_fw_cfg module shows it under /sys/firmware); elsewhere, such as vm_images' boot check or
+    a chroot, the unit is skipped, not failed. Its root step (start-vm) copies the entry into a file
+    only the worker user reads, which vm.tac deletes once read."""
     user, cc, cxx = image.worker.user, image.compiler.cc, image.compiler.cxx
     return f"""[Unit]
 Description=Buildbot worker of the PGO pipeline
 After=network-online.target
 Wants=network-online.target
-# The deployment writes buildbot.tac (master address, worker name, password) into
-# each VM's own disk; the image carries no credentials.
-ConditionPathExists=/home/{user}/{WORKER_DIR}/buildbot.tac
 
 [Service]
+ExecCondition=+/bin/sh -c 'modprobe qemu_fw_cfg 2>/dev/null; test -r {FW_CFG_RAW}'
+ExecStartPre=+{VM_START}
 User={user}
 Environment=CC={cc} CXX={cxx}
-WorkingDirectory=/home/{user}/{WORKER_DIR}
-ExecStart={WORKER_VENV}/bin/buildbot-worker start --nodaemon /home/{user}/{WORKER_DIR}
+WorkingDirectory=/home/{user}
+ExecStart={WORKER_VENV}/bin/twistd --nodaemon --no_save --pidfile= --python {VM_TAC}
 Restart=on-failure
 
 [Install]
 WantedBy=multi-user.target
 """
+
+
+def vm_start(image):
+    """The VM worker's root step: the fw_cfg entry into a file only the worker user reads, this
+    repository's checkout mounted read-only at REPO_IN_IMAGE, the folders the master names in `hide`
+    (its settings, with their passwords) covered by an empty read-only tmpfs."""
+    user = image.worker.user
+    return f'''#!/usr/bin/python3
+import base64
+import json
+import os
+import pwd
+import subprocess
+
+with open("{FW_CFG_RAW}", "rb") as f:
+    config = json.loads(base64.b64decode(f.read()))
+worker = pwd.getpwnam("{user}")
+basedir = os.path.join(worker.pw_dir, "{WORKER_DIR}")
+os.makedirs(basedir, exist_ok=True)
+os.chown(basedir, worker.pw_uid, worker.pw_gid)
+path = os.path.join(basedir, "{VM_CONFIG_FILE}")
+if os.path.lexists(path):
+    os.remove(path)
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.fchown(fd, worker.pw_uid, worker.pw_gid)
+os.write(fd, json.dumps(config).encode())
+os.close(fd)
+os.makedirs("{REPO_IN_IMAGE}", exist_ok=True)
+if not os.path.ismount("{REPO_IN_IMAGE}"):
+    subprocess.run(["mount", "-t", "9p", "-o", "trans=virtio,version=9p2000.L,ro", "{VM_REPO_TAG}",
+                    "{REPO_IN_IMAGE}"], check=True)
+for folder in config.get("hide", []):
+    target = os.path.normpath(os.path.join("{REPO_IN_IMAGE}", folder))
+    if target.startswith("{REPO_IN_IMAGE}/") and os.path.isdir(target) and not os.path.ismount(target):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", target], check=True)
+'''
+
+
+VM_WORKER_TAC = f"""import json
+import os
+
+from buildbot_worker.bot import Worker
+from twisted.application import service
+
+basedir = os.path.expanduser("~/{WORKER_DIR}")
+with open(os.path.join(basedir, "{VM_CONFIG_FILE}")) as f:
+    config = json.load(f)
+os.remove(os.path.join(basedir, "{VM_CONFIG_FILE}"))
+application = service.Application("buildbot-worker")
+Worker(config["master"], int(config["port"]), config["name"], config["password"], basedir, keepalive=600,
+       umask=0o22, maxdelay=300, allow_shutdown=None, maxRetries=None).setServiceParent(application)
+"""
+
+
+def vm_worker_files(image):
+    """What provision writes for the VM worker, by path in the image: the same for every worker."""
+    return {"etc/systemd/system/buildbot-worker.service": worker_unit(image),
+            VM_START.lstrip("/"): vm_start(image), VM_TAC.lstrip("/"): VM_WORKER_TAC}
 
 
 # The container worker (vm_images/container.py): Buildbot's DockerLatentWorker gives the container
