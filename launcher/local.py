@@ -149,17 +149,22 @@ def setup(runtime):
     the settings."""
     settings = write_settings(runtime)
     local = local_worker(settings)
-    tac = runtime.master / "buildbot.tac"
-    if not tac.is_file():
-        run_tool("buildbot", "create-master", "--relocatable", "--db", settings.db_url,
-                 "--config", str(REPO / "master.cfg"), str(runtime.master), env=runtime.env())
-        # twistd's default umask 077 would make the downloads readable by root only.
-        tac.write_text(tac.read_text().replace("umask = None", "umask = 0o022"))
+    if not (runtime.master / "buildbot.tac").is_file():
+        create_master(runtime, settings)
     if local and not (runtime.worker / "buildbot.tac").is_file():
         run_tool("buildbot-worker", "create-worker", "--relocatable", "--umask=0o022", str(runtime.worker),
                  f"localhost:{settings.worker_port}", local.name, local.password)
     return settings
 
+
+
+def create_master(runtime, settings):
+    """The master's base directory for master.cfg, in runtime."""
+    run_tool("buildbot", "create-master", "--relocatable", "--db", settings.db_url,
+             "--config", str(REPO / "master.cfg"), str(runtime.master), env=runtime.env())
+    # twistd's default umask 077 would make the downloads readable by root only.
+    tac = runtime.master / "buildbot.tac"
+    tac.write_text(tac.read_text().replace("umask = None", "umask = 0o022"))
 
 def tool(name):
     beside = Path(sys.executable).parent / name

@@ -114,10 +114,7 @@ enabled = false
         mp.delenv(local.SETTINGS_ENV, raising=False)
         runtime = local.Runtime(root)
         settings = runtime.settings()
-        local.run_tool("buildbot", "create-master", "--relocatable", "--db", settings.db_url,
-                       "--config", str(REPO / "master.cfg"), str(runtime.master), env=runtime.env())
-        tac = runtime.master / "buildbot.tac"
-        tac.write_text(tac.read_text().replace("umask = None", "umask = 0o022"))
+        local.create_master(runtime, settings)
         local.start_master(runtime)
         try:
             yield runtime, settings, worker
