@@ -365,6 +365,57 @@ def test_release_has_every_option_of_debian_12s_rules(tmp_path):
     assert [o for o in options if not o.startswith(NOT_OURS) and o not in release] == []
 
 
+# Debian 13's debian/rules and debhelper (mariadb 1:11.8.6-0+deb13u1) against Debian 12's (1:10.11.18-0+deb12u1):
+# the options it dropped and the ones it added (docs/plan-issue45-release-11.8.md).
+DEBIAN_13_DROPPED = ("-DWITH_PMEM=ON", "-DCMAKE_SYSTEM_PROCESSOR=amd64")
+DEBIAN_13_ADDED = ("-DCMAKE_INSTALL_RUNSTATEDIR=/run", "-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON",
+                   "-DHAVE_SYSTEM_LIBFMT_EXITCODE=0", "-DWITH_SBOM=NO")
+
+
+def test_release_11_8_is_the_server_debian_13_ships_with_the_pipelines_own_choices_as_release():
+    release, trixie = build_config("release"), build_config("release-11.8")
+    assert (trixie.line, trixie.debian_suite) == ("11.8", "trixie")
+    # Debian 13's options, not Debian 12's: and Debian 13 builds CONNECT's JDBC (default-jdk), so no pins.
+    assert [o for o in release.cmake_args if o not in trixie.cmake_args] == [
+        *DEBIAN_13_DROPPED, "-DCONNECT_WITH_JDBC=OFF", "-DCONNECT_WITH_MONGO=OFF"]
+    assert [o for o in trixie.cmake_args if o not in release.cmake_args] == list(DEBIAN_13_ADDED)
+    assert not any(arg.startswith(NOT_OURS) for arg in trixie.cmake_args)
+    # Debian 13's dpkg-buildflags (hardening=+all on amd64): Debian 12's and stack clash and control-flow
+    # protection, fortify still at 2; not its C-only -Werror=implicit-function-declaration (these are C++'s too).
+    assert [f for f in trixie.compile_flags if f not in release.compile_flags] == ["-fstack-clash-protection",
+                                                                                   "-fcf-protection"]
+    assert set(release.compile_flags) < set(trixie.compile_flags) and "-D_FORTIFY_SOURCE=2" in trixie.compile_flags
+    assert not any("implicit-function-declaration" in f for f in trixie.compile_flags)
+    assert trixie.link_flags == release.link_flags and not trixie.lto
+    # What configure-check holds it to: CONNECT's JDBC and PARSEC are built; the reduced builds drop CONNECT.
+    allowed, required = trixie.variant_features("optimized")
+    assert {"CONNECT_JDBC", "AUTH_PARSEC"} <= set(required) and not allowed("CONNECT_JDBC")
+    assert allowed("CONNECT_MONGODB") and set(release.features_required) < set(trixie.features_required)
+    assert trixie.variant_features("instrumented")[0]("CONNECT_JDBC")
+    # The pipeline's own choices are release's.
+    for ours in ("-DWITH_LIBFMT=system", "-DWITH_JEMALLOC=no", "-DCHECKMODULE=OFF"):
+        assert ours in trixie.cmake_args and ours in release.cmake_args
+    for key in ("product", "generator", "debian_rules", "debian_patches", "bolt", "reduced_variants",
+                "reduced_cmake", "trained_dirs"):
+        assert getattr(trixie, key) == getattr(release, key), key
+    assert trixie.generator == "Unix Makefiles"     # 11.8.6's Connector/C has no pull request 302
+    assert fingerprint(trixie) != fingerprint(release)
+
+
+def test_release_11_8_has_every_option_of_debian_13s_rules_and_none_it_dropped(tmp_path):
+    tarball = debian_tarball("deb13")
+    if tarball is None:
+        pytest.skip("no Debian 13 mariadb packaging in the download cache (a release's source phase puts it there)")
+    if not Path("/usr/share/debhelper/dh_package_notes/package-notes.mk").is_file():
+        pytest.skip("Debian 13's debian/rules include dh-package-notes' package-notes.mk (the 11.8 line's "
+                    "Build-Depends, `pgo build-deps`), which this machine lacks")
+    options = debian_rules_options(tarball, tmp_path)
+    assert "-DDEB=Debian" in options and "-DWITH_SBOM=NO" in options, options
+    trixie = build_config("release-11.8").cmake_args
+    assert [o for o in options if not o.startswith(NOT_OURS) and o not in trixie] == []
+    assert not set(DEBIAN_13_DROPPED) & set(options)
+
+
 def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_apt():
     from pgo import builddeps, process
     if "10.11." not in process.run(["apt-cache", "showsrc", "mariadb"]).stdout:
