@@ -16,11 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from buildbot.interfaces import LatentWorkerCannotSubstantiate, LatentWorkerFailedToSubstantiate
 from buildbot.process import buildstep, logobserver
+from buildbot.process.build import Build
+from buildbot.process.factory import BuildFactory
 from buildbot.process.results import FAILURE, RETRY, SUCCESS, WARNINGS
 from buildbot.steps.shell import ShellCommand
 from buildbot.steps.worker import CompositeStepMixin
 from twisted.internet import defer, threads
+from twisted.python.failure import Failure
 
 from buildmaster import publish
 from buildmaster.downloads import download_url
@@ -151,6 +155,33 @@ class GiveUpOnLostWorkers(buildstep.BuildStep):
             return FAILURE
         self.descriptionDone = f"worker lost {lost} times before" if lost else "first try"
         return SUCCESS
+
+
+class PgoBuild(Build):
+    """A build that says in one line why its worker did not start (buildmaster/workers.py, BoundedStart):
+    the summary of its worker_preparation step and of the build, instead of Buildbot's "error while
+    worker_prepare" and "worker not available"."""
+
+    start_failure = None
+
+    @defer.inlineCallbacks
+    def buildPreparationFailure(self, why, state_string):
+        yield super().buildPreparationFailure(why, state_string)
+        if not self.stopped and isinstance(why, Failure) and why.check(LatentWorkerFailedToSubstantiate,
+                                                                        LatentWorkerCannotSubstantiate):
+            self.start_failure = next((line for line in str(why.value).splitlines() if line.strip()), None)
+            if self.start_failure:
+                yield self.master.data.updates.setStepStateString(self._preparation_step.stepid, self.start_failure)
+
+    def buildFinished(self, text, results):
+        return super().buildFinished([self.start_failure] if self.start_failure else text, results)
+
+
+def pgo_factory():
+    """A build factory of this pipeline: its builds are PgoBuilds."""
+    f = BuildFactory()
+    f.buildClass = PgoBuild
+    return f
 
 
 class PublishFolder(buildstep.BuildStep):

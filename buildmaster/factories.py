@@ -37,6 +37,7 @@ from buildmaster.buildsteps import (
     PgoCommand,
     PublishFolder,
     ResolveVersion,
+    pgo_factory,
 )
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, running_image
 from pgo import protocol
@@ -328,7 +329,7 @@ def gate_options(settings):
 
 def release_factory(settings, platform):
     staged = staging(settings)
-    f = util.BuildFactory()
+    f = pgo_factory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("work", "work-plain", "bench", "release-profile", *BUILD_ARCHIVE_FILES))
     f.addStep(version_step(settings))
@@ -374,7 +375,7 @@ def release_factory(settings, platform):
 
 
 def package_factory(settings, package_format):
-    f = util.BuildFactory()
+    f = pgo_factory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("packages"))
     f.addStep(pgo_step(settings, f"package-{package_format}", [
@@ -394,7 +395,7 @@ def nightly_factory(settings):
         name = publish.nightly_name(props.getProperty("version"), props.getProperty("buildnumber"))
         return str(settings.downloads / "nightly" / name)
 
-    f = util.BuildFactory()
+    f = pgo_factory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("work", "packages", *BUILD_ARCHIVE_FILES))
     f.addStep(version_step(settings))

@@ -63,6 +63,10 @@ class WorkerSettings:
     docker_host: str = DOCKER_HOST    # docker: the daemon that runs the containers
     memory_mib: int = 8192
     cpus: int = 2
+    # libvirt, docker: seconds a started VM or container has until its worker connects (default: 20 min
+    # for a VM, 5 min for a container; buildmaster/workers.py). A start that fails is tried again, up to
+    # max_lost_workers times for one build request.
+    start_timeout: int | None = None
     # The machine whose cores it compiles on: workers of one host take turns for heavy builds
     # (heavy_builds_per_host). Default: docker_host's or uri's machine, else the master's.
     host: str | None = None
@@ -143,7 +147,7 @@ class Settings:
     # The gate's measurement: the three workloads over a short sweep; the policy
     # adds pairs and bounds the time (`pgo bench --help`).
     bench_options: tuple[str, ...] = BENCH_OPTIONS
-    max_lost_workers: int = 2         # a build request whose worker got lost this often fails
+    max_lost_workers: int = 2         # a build request whose worker got lost, or did not start, this often fails
     # ./release gives up on a request that waited this long for a worker which is not
     # connected: long enough for a worker to be restarted, short of a silent afternoon.
     worker_wait_minutes: float = 15.0
@@ -320,6 +324,10 @@ def check(s):
                                 f"{', '.join(LIBVIRT_DOMAIN_TYPES)}")
         if w.kind == "docker" and not w.images:
             raise SettingsError(f"{where}: docker worker {w.name} needs images (vm_images' folder)")
+        if w.start_timeout is not None and (isinstance(w.start_timeout, bool) or not isinstance(w.start_timeout, int)
+                                            or w.start_timeout <= 0):
+            raise SettingsError(f"{where}: worker {w.name}: start_timeout must be a number of seconds above 0, "
+                                f"not {w.start_timeout!r}")
         if w.host is not None and (not isinstance(w.host, str) or not w.host.strip()):
             raise SettingsError(f"{where}: worker {w.name}: host must be a machine's name, not {w.host!r}")
     if not s.platforms:

@@ -13,24 +13,31 @@ the master on 127.0.0.1, and removed after it.
 import base64
 import json
 import os
+import re
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 import buildbot.worker.libvirt as buildbot_libvirt
+from buildbot.interfaces import LatentWorkerCannotSubstantiate, LatentWorkerFailedToSubstantiate
 from buildbot.plugins import util, worker
+from buildbot.worker.latent import States
 from twisted.internet import defer
 from twisted.python import log
+from twisted.python.failure import Failure
 
 from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, WORKER_PORT, SettingsError
 from pgo import REPO, platforms
 from pgo.protocol import CURRENT_IMAGE
 
-# Missing VMs and lost connections must end, not hang a release.
-# Under QEMU's emulation (TCG) the image reaches its login prompt in about a minute here.
+# Missing VMs and lost connections must end, not hang a release (a worker's start_timeout overrides).
+# Under QEMU's emulation (TCG) the image's worker connects about 20 s after the domain starts here.
 VM_BOOT_TIMEOUT = 20 * 60
 # A container's worker connects within seconds (plus its apt-get update); a daemon that cannot
 # start it must not hold a release for the VMs' twenty minutes.
 CONTAINER_START_TIMEOUT = 5 * 60
+# How often the master asks libvirt or Docker whether a started VM or container still runs, until its
+# worker connects: one that stopped fails its start then, not at the timeout.
+CHECK_INSTANCE_INTERVAL = 10
 # How long the master's start waits for a Docker daemon to say whether it has a worker's image.
 DOCKER_ANSWER_TIMEOUT = 30
 # The build property that tells the pgo steps where a container worker has this repository
@@ -50,6 +57,9 @@ PACKAGING = util.WorkerLock("packaging", maxCount=1)
 
 # The images have no boot loader: libvirt boots their kernel directly (vm_images/README.md).
 # - type: "qemu" is QEMU's emulation (TCG), "kvm" the host's KVM (the worker's domain_type).
+# - <features><acpi/>: without it libvirt runs QEMU with -no-acpi, and the guest's qemu_fw_cfg driver,
+#   which finds the fw_cfg device through ACPI, shows no entry: the worker unit skipped itself and the
+#   VM never connected (seen on the first boot under libvirt; QEMU started by hand has ACPI).
 # - <interface type="user">: QEMU's user-mode network (slirp), no bridge, no address of the host's
 #   networks: the guest reaches the host's own 127.0.0.1 at 10.0.2.2 (VM_HOST_ADDRESS).
 # - <sysinfo type="fwcfg">: the worker's name, password and master, given at boot through QEMU's
@@ -69,6 +79,7 @@ DOMAIN_XML = """<domain type="{domain_type}">
   <sysinfo type="fwcfg">
     <entry name="{fw_cfg_name}">{fw_cfg}</entry>
   </sysinfo>
+  <features><acpi/><apic/></features>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>destroy</on_reboot>
   <on_crash>destroy</on_crash>
@@ -93,8 +104,16 @@ VM_FW_CFG = "opt/org.pgo/worker"
 # This checkout in the VM: a read-only 9p share with this tag, mounted where a container has it.
 VM_REPO_TAG = "pgo"
 VM_REPO = "/srv/pgo"
-# The console log beside the worker's overlay disk: <hd_image>.console.log
+# The console log beside the worker's overlay disk: <hd_image>.console.log; that of the last start
+# that failed, kept after the overlay's removal: <hd_image>.failed-start.log
 CONSOLE_SUFFIX = ".console.log"
+FAILED_START_SUFFIX = ".failed-start.log"
+# Colours and cursor moves of systemd's console output.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# What a console says when a boot went wrong (console_reason), among its last CONSOLE_TAIL lines.
+CONSOLE_ALARM = re.compile(r"ALERT!|Kernel panic|\[FAILED\]|No space left|does not exist|Unable to|"
+                           r"buildbot-worker: |Gave up waiting")
+CONSOLE_TAIL = 200
 
 
 def current_image(images):
@@ -193,17 +212,107 @@ def check_image_on_docker_host(spec, image):
         raise SettingsError(f"docker worker {spec.name}: the Docker daemon at {spec.docker_host} does not answer "
                             f"({state}): start it (`setsid /usr/sbin/dockerd` where there is no systemd)")
 
+def human_seconds(seconds):
+    return f"{seconds // 60} min" if seconds >= 120 and seconds % 60 == 0 else f"{seconds} s"
+
+
+def first_line(text):
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
+class BoundedStart:
+    """A latent worker whose failed starts end, each with its reason in one line.
+
+    Buildbot ends a build whose worker did not start as RETRY and queues its request again, without
+    limit: a VM that never boots was booted again every twenty minutes, for ever (seen here). The
+    worker-lost guard cannot help: it is a step, and no step runs without a worker. Here the failed
+    starts of a build request are counted; the max_starts-th ends the build as EXCEPTION
+    (LatentWorkerCannotSubstantiate), which Buildbot does not retry, the ones before it as RETRY. The
+    failure says what failed and what the machine said last (start_detail); PgoBuild puts it on the
+    build page.
+    """
+
+    kind = "worker"
+
+    def init_bounded_start(self, max_starts):
+        self.max_starts = max_starts
+        self.failed_starts = {}        # build request ids -> failed starts
+        self.starting_for = None       # the build request ids of the start under way
+
+    def start_instance(self, build):
+        self.starting_for = tuple(sorted(r.id for r in build.requests)) if build is not None else ()
+        return super().start_instance(build)
+
+    def start_detail(self):
+        """What the machine said last, for a start that failed: '' if nothing."""
+        return ""
+
+    def start_failure(self, why):
+        """Why a start failed, in one line (without the worker's name)."""
+        if why.check(defer.TimeoutError):
+            reason = f"its worker did not connect within {human_seconds(self.missing_timeout)}"
+        elif why.check(LatentWorkerFailedToSubstantiate) and "crashed before connecting" in str(why.value):
+            # check_instance's answer: "latent worker crashed before connecting: <what it said>"
+            reason = first_line(str(why.value).split("crashed before connecting:", 1)[1]) or "it stopped"
+        else:
+            reason = first_line(why.value) or type(why.value).__name__
+        detail = self.start_detail()
+        return f"{reason}; {detail}" if detail else reason
+
+    def _substantiation_failed(self, why):
+        why = why if isinstance(why, Failure) else Failure(why)
+        starting = self.state in (States.SUBSTANTIATING, States.SUBSTANTIATING_STARTING)
+        if starting and not why.check(LatentWorkerCannotSubstantiate):
+            attempt = self.failed_starts.get(self.starting_for, 0) + 1
+            reason = (f"{self.kind} {self.name} did not start ({attempt} of {self.max_starts}): "
+                      f"{self.start_failure(why)}")
+            log.msg(f"{self}: {reason}")
+            if attempt >= self.max_starts:
+                self.failed_starts.pop(self.starting_for, None)
+                why = Failure(LatentWorkerCannotSubstantiate(f"{reason}; giving up"))
+            else:
+                self.failed_starts[self.starting_for] = attempt
+                why = Failure(LatentWorkerFailedToSubstantiate(f"{reason}; trying again"))
+        return super()._substantiation_failed(why)
+
+    def attached(self, conn):
+        self.failed_starts.pop(self.starting_for, None)
+        return super().attached(conn)
+
+
+class ContainerWorker(BoundedStart, worker.DockerLatentWorker):
+    """Buildbot's DockerLatentWorker (4.3.0) with bounded starts; a container that exits before its
+    worker connects fails its start with the last line it printed (check_instance)."""
+
+    kind = "container"
+
+    def check_instance(self):
+        d = super().check_instance()
+
+        def last_line_of_logs(answer):
+            running, said = answer
+            if running:
+                return answer
+            lines = [line for line in said.splitlines() if line.strip() and line.strip() != "logs:"]
+            last = lines[-1].strip() if lines else "no output"
+            return False, f"the container exited before its worker connected: {last}"
+        return d.addCallback(last_line_of_logs)
+
+
 
 def docker_worker(spec, settings):
     layout = current_container(spec.images)
     check_image_on_docker_host(spec, layout["container_image"])
     hostconfig = {"network_mode": "host", "init": True, "shm_size": "1g", "mem_limit": f"{spec.memory_mib}m",
                   "nano_cpus": spec.cpus * 10**9, "tmpfs": hidden_settings(settings, layout)}
-    return worker.DockerLatentWorker(
+    container = ContainerWorker(
         spec.name, spec.password, docker_host=spec.docker_host, image=container_image(spec.images),
         masterFQDN=master_address(settings), hostconfig=hostconfig, volumes=container_volumes(spec, layout, settings),
-        properties={REPO_PROPERTY: layout["worker_repo"]}, missing_timeout=CONTAINER_START_TIMEOUT,
-        build_wait_timeout=0)
+        properties={REPO_PROPERTY: layout["worker_repo"]},
+        missing_timeout=spec.start_timeout or CONTAINER_START_TIMEOUT,
+        check_instance_interval=CHECK_INSTANCE_INTERVAL, build_wait_timeout=0)
+    container.init_bounded_start(settings.max_lost_workers)
+    return container
 
 
 def vm_master_address(settings):
@@ -244,7 +353,7 @@ def domain_xml(spec, image, settings=None):
     return DOMAIN_XML.format(**{k: escape(str(v), {'"': "&quot;"}) for k, v in values.items()})
 
 
-class VMWorker(buildbot_libvirt.LibVirtWorker):
+class VMWorker(BoundedStart, buildbot_libvirt.LibVirtWorker):
     """Buildbot's LibVirtWorker (4.3.0), for a transient domain on a throwaway overlay.
 
     - The domain is made at each start from the image current.json names then (a promotion reaches
@@ -257,8 +366,14 @@ class VMWorker(buildbot_libvirt.LibVirtWorker):
     - A domain of this worker's name that still runs (a master stopped without stopping it) is
       destroyed before the start, and an overlay left behind is removed: each build boots the image.
     - The overlay (and its console log) is removed at each stop, also when the VM is already gone
-      (powered off, killed): LibVirtWorker returns early then and keeps it.
+      (powered off, killed): LibVirtWorker returns early then and keeps it. The console of a start that
+      failed is kept first, at <hd_image>.failed-start.log (the last one only).
+    - A domain that stops before its worker connects (a kernel that panics, a VM powered off) fails its
+      start at the next check_instance, not at the timeout; each failed start names the console's last
+      line (BoundedStart).
     """
+
+    kind = "VM"
 
     def __init__(self, name, password, render_domain=None, **kwargs):
         super().__init__(name, password, **kwargs)
@@ -291,6 +406,31 @@ class VMWorker(buildbot_libvirt.LibVirtWorker):
         return (yield super().start_instance(build))
 
     @defer.inlineCallbacks
+    def check_instance(self):
+        libvirt = self._libvirt()
+        domain = yield self._get_domain()
+        try:
+            running = domain is not None and (yield self._pool_do(lambda conn: domain.isActive()))
+        except libvirt.libvirtError as e:
+            if e.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                raise
+            running = False                 # gone between the lookup and the question
+        return (True, "") if running else (False, "the VM stopped before its worker connected")
+
+    def start_detail(self):
+        """What the console said (console_reason), and the console kept where the overlay's removal does not
+        take it."""
+        console = Path(f"{self.image}{CONSOLE_SUFFIX}")
+        try:
+            text = console.read_text(errors="replace")
+        except OSError:
+            return "no console output"
+        kept = Path(f"{self.image}{FAILED_START_SUFFIX}")
+        kept.write_text(text)
+        said = console_reason(text)
+        return f"console: {said!r} (all of it: {kept})" if said else f"the console is empty ({kept})"
+
+    @defer.inlineCallbacks
     def stop_instance(self, fast=False):
         try:
             yield super().stop_instance(fast)
@@ -304,6 +444,15 @@ class VMWorker(buildbot_libvirt.LibVirtWorker):
                 os.remove(path)
 
 
+def console_reason(text):
+    """The console line that says best why a VM did not connect: the last alarm among its last lines (an
+    initramfs that found no root device, a kernel panic, a unit that failed), else its last line (a
+    login prompt: the VM booted, its worker did not connect)."""
+    lines = [line for line in (ANSI_ESCAPE.sub("", raw).strip() for raw in text.splitlines()[-CONSOLE_TAIL:]) if line]
+    alarm = next((line for line in reversed(lines) if CONSOLE_ALARM.search(line)), None)
+    return alarm or (lines[-1] if lines else None)
+
+
 def vm_worker(spec, settings):
     def render_domain():
         image = current_image(spec.images)
@@ -311,9 +460,12 @@ def vm_worker(spec, settings):
 
     xml, base_image = render_domain()
     # build_wait_timeout=0: a fresh VM (and overlay) per release, destroyed once it and its package builds end.
-    return VMWorker(spec.name, spec.password, render_domain=render_domain, hd_image=spec.hd_image,
-                    base_image=base_image, uri=spec.uri, xml=xml, properties={REPO_PROPERTY: VM_REPO},
-                    missing_timeout=VM_BOOT_TIMEOUT, build_wait_timeout=0)
+    vm = VMWorker(spec.name, spec.password, render_domain=render_domain, hd_image=spec.hd_image,
+                  base_image=base_image, uri=spec.uri, xml=xml, properties={REPO_PROPERTY: VM_REPO},
+                  missing_timeout=spec.start_timeout or VM_BOOT_TIMEOUT,
+                  check_instance_interval=CHECK_INSTANCE_INTERVAL, build_wait_timeout=0)
+    vm.init_bounded_start(settings.max_lost_workers)
+    return vm
 
 
 def make_worker(spec, settings):

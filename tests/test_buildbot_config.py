@@ -18,6 +18,7 @@ from buildbot.process.properties import Properties
 from buildbot.schedulers.forcesched import ForceScheduler, ValidationError
 from buildbot.schedulers.timed import Nightly
 from buildbot.schedulers.triggerable import Triggerable
+from buildbot.worker.docker import DockerLatentWorker
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
@@ -388,7 +389,8 @@ def test_a_docker_worker_is_a_latent_container_of_the_current_image(tmp_path):
     # No password in the settings: the master gives the container a random one at each start.
     assert len(spec.password) > 20 and spec.password != load_settings(settings_file).worker("c1").password
     (container,) = make_workers(settings)
-    assert type(container).__name__ == "DockerLatentWorker"
+    assert type(container).__name__ == "ContainerWorker" and isinstance(container, DockerLatentWorker)
+    assert (container.missing_timeout, container.max_starts) == (workers.CONTAINER_START_TIMEOUT, 2)
     args = container._config_kwargs
     assert args["docker_host"] == "unix:///var/run/docker.sock"
     assert args["masterFQDN"] == "127.0.0.1"
@@ -612,6 +614,9 @@ def test_a_vm_worker_boots_on_qemus_user_network_and_gets_its_credentials_at_boo
     assert domain.find("devices/serial/log").get("file") == f"{tmp_path}/vm1.qcow2.console.log"
     assert domain.findtext("os/kernel") == str(tmp_path / "images/gcc12/B1/vmlinuz")
     assert domain.findtext("on_poweroff") == "destroy"
+    # ACPI: without it libvirt passes -no-acpi, and the guest's fw_cfg driver shows no entry (the worker
+    # unit skipped itself and the VM never connected, seen on the first boot under libvirt).
+    assert domain.find("features/acpi") is not None
 
 
 def test_the_fw_cfg_entry_survives_any_password_and_the_domain_type_is_a_setting(tmp_path):
@@ -663,6 +668,9 @@ class FakeDomain:
 
     def ID(self):
         return 3 if self.running else -1
+
+    def isActive(self):
+        return self.running
 
     def destroy(self):
         self.conn.destroyed.append(self.name)
@@ -783,6 +791,42 @@ def test_a_vm_a_stopped_master_left_running_is_destroyed_before_the_next_start(v
     assert vm.conn.destroyed == ["vm1"] and len(vm.conn.created) == 1 and vm.overlay.is_file()
 
 
+def test_a_vm_that_stops_before_its_worker_connects_fails_its_start_with_its_consoles_last_line(vm):
+    fired(vm.worker.start_instance(None))
+    assert fired(vm.worker.check_instance()) == (True, "")
+    console = vm.overlay.parent / "vm1.qcow2.console.log"
+    console.write_text("[    1.0] Booting\n"
+                       "\x1b[0;1;31mKernel panic - not syncing: VFS: Unable to mount root fs\x1b[0m\n\n")
+    vm.conn.domains.clear()                  # the kernel panicked: on_crash destroys the domain
+    assert fired(vm.worker.check_instance()) == (False, "the VM stopped before its worker connected")
+    kept = vm.overlay.parent / "vm1.qcow2.failed-start.log"
+    assert vm.worker.start_detail() == ("console: 'Kernel panic - not syncing: VFS: Unable to mount root fs' "
+                                        f"(all of it: {kept})")
+    fired(vm.worker.stop_instance())
+    assert not console.exists() and "Booting" in kept.read_text()     # the overlay's console goes, its copy stays
+
+
+def test_the_console_line_of_a_vm_that_did_not_connect_is_its_alarm_else_its_last():
+    initramfs = ("Begin: Running /scripts/local-block ... done.\n"
+                 "Gave up waiting for root file system device.  Common problems:\n - Boot args (cat /proc/cmdline)\n"
+                 "ALERT!  /dev/vdz does not exist.  Dropping to a shell!\n"
+                 "Rebooting automatically due to panic= boot argument\n[   36.75] reboot: machine restart\n")
+    assert workers.console_reason(initramfs) == "ALERT!  /dev/vdz does not exist.  Dropping to a shell!"
+    booted = "[\x1b[0;32m  OK  \x1b[0m] Reached target multi-user.target\n\npgo-worker login: \n"
+    assert workers.console_reason(booted) == "pgo-worker login:"
+    assert workers.console_reason("") is None
+
+
+def test_a_start_timeout_is_a_number_of_seconds(tmp_path):
+    spec = vm_settings(tmp_path, {"start_timeout": 90}).worker("vm1")
+    assert make_workers(vm_settings(tmp_path, {"start_timeout": 90}))[0].missing_timeout == spec.start_timeout == 90
+    assert make_workers(vm_settings(tmp_path))[0].missing_timeout == workers.VM_BOOT_TIMEOUT
+    for wrong in (0, "20m", True, 1.5):
+        with pytest.raises(SettingsError, match=f"worker vm1: start_timeout must be a number of seconds above 0, "
+                                                f"not {re.escape(repr(wrong))}"):
+            vm_settings(tmp_path, {"start_timeout": wrong})
+
+
 def test_the_image_holds_no_credentials_and_reads_what_the_domain_gives(tmp_path):
     from vm_images import build, definition
     from vm_images.container import REPO_IN_IMAGE
@@ -799,9 +843,14 @@ def test_the_image_holds_no_credentials_and_reads_what_the_domain_gives(tmp_path
         assert "s3cret-vm-pw" not in content and spec.name not in content, path
         assert "9876" not in content and "10.0.2.2" not in content, path
     unit = files["etc/systemd/system/buildbot-worker.service"]
-    # Skipped, not failed, where no domain gave the entry (vm_images' boot check, a chroot).
-    assert ("ExecCondition=+/bin/sh -c 'modprobe qemu_fw_cfg 2>/dev/null; test -r "
-            "/sys/firmware/qemu_fw_cfg/by_name/opt/org.pgo/worker/raw'") in unit
+    # Skipped, not failed, where no domain gave the entry (vm_images' boot check, a chroot, this machine):
+    # status 1 (systemd skips a unit whose ExecCondition ends 1 to 254), and a line on the console saying so.
+    (condition,) = re.findall(r"^ExecCondition=\+/bin/sh -c '(.*)'$", unit, re.M)
+    assert "test -r /sys/firmware/qemu_fw_cfg/by_name/opt/org.pgo/worker/raw" in condition
+    skipped = subprocess.run(["/bin/sh", "-c", condition], capture_output=True, text=True)
+    assert (skipped.returncode, skipped.stderr) == (1, "buildbot-worker: no fw_cfg entry opt/org.pgo/worker (not a "
+                                                       "VM worker, or a domain without ACPI): not starting\n")
+    assert "StandardOutput=journal+console" in unit and "StandardError=journal+console" in unit
     assert "ExecStartPre=+/opt/buildbot-worker/start-vm" in unit and "User=buildbot" in unit
     for path in ("opt/buildbot-worker/start-vm", "opt/buildbot-worker/vm.tac"):
         compile(files[path], path, "exec")

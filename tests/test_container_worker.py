@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from buildbot.process.results import EXCEPTION, RETRY
 from conftest import REPO, free_port
 
 from pgo import atomic
@@ -86,12 +87,13 @@ def current_image(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def master(current_image, tmp_path_factory):
-    """A master whose only worker is a container of the current image."""
+    """A master with two containers of the current image: one that builds, one whose worker cannot connect
+    within its start_timeout of a second (the container is hardly created by then)."""
     from launcher import local
 
     store, current = current_image
     root = tmp_path_factory.mktemp("runtime")
-    worker = f"container-{os.getpid()}"
+    worker, late = f"container-{os.getpid()}", f"late-{os.getpid()}"
     web_port = free_port()
     (root / "master-settings.toml").write_text(f"""
 web_port = {web_port}
@@ -103,10 +105,19 @@ admin = "test-admin"
 name = "{worker}"
 kind = "docker"
 images = "{store.root}"
+[[workers]]
+name = "{late}"
+kind = "docker"
+images = "{store.root}"
+start_timeout = 1
 [[platforms]]
 name = "local"
 workers = ["{worker}"]
 formats = {json.dumps(FORMATS)}
+[[platforms]]
+name = "never-connects"
+workers = ["{late}"]
+formats = ["bintar"]
 [nightly]
 enabled = false
 """)
@@ -117,10 +128,10 @@ enabled = false
         local.create_master(runtime, settings)
         local.start_master(runtime)
         try:
-            yield runtime, settings, worker
+            yield runtime, settings, worker, late
         finally:
             local.run_tool("buildbot", "stop", str(runtime.master))
-            docker("volume", "rm", f"pgo-cache-{worker}")
+            docker("volume", "rm", f"pgo-cache-{worker}", f"pgo-cache-{late}")
 
 
 def test_the_image_is_imported_with_its_compiler_and_labels(current_image):
@@ -136,12 +147,12 @@ def test_the_image_is_imported_with_its_compiler_and_labels(current_image):
 def test_a_release_runs_in_a_container_that_is_gone_after_it(master):
     from launcher import local
 
-    runtime, settings, worker = master
+    runtime, settings, worker, _ = master
     api = local.Api(settings.url)
     local.login_as_admin(settings, api)
     before = local.newest_build_id(api)
     started = time.monotonic()
-    bsid = local.force_release(api, "1.0.0", "fixture", "tests/fixture", FORMATS)
+    bsid = local.force_release(api, "1.0.0", "fixture", "tests/fixture", FORMATS, platforms=["local"])
     lines = []
     results = local.follow(api, bsid, before, out=lines.append, give_up_after=600)
     assert results == 0, "\n".join(lines)
@@ -156,7 +167,7 @@ def test_a_release_runs_in_a_container_that_is_gone_after_it(master):
     assert [(e["kind"], e["name"].split("/")[:2]) for e in stored] == [("release", ["fixture", "1.0.0"])]
     info = json.loads((published / "build-info.json").read_text())
     assert info["compiler"]["cc"] == "gcc-12"                      # the image's ENV, not a default
-    builds = api.get("builds", property="*")["builds"]
+    builds = [b for b in api.get("builds", property="*")["builds"] if b["buildid"] > before]
     assert {b["properties"]["workername"][0] for b in builds} == {worker}
     # The release, then its package builds in the same container, in the release's image.
     assert all(b["properties"]["builddir"][0].startswith("/home/buildbot/worker/") for b in builds)
@@ -168,6 +179,34 @@ def test_a_release_runs_in_a_container_that_is_gone_after_it(master):
         assert time.monotonic() < deadline, "the container is still there a minute after the release"
         time.sleep(1)
     assert docker("volume", "inspect", f"pgo-cache-{worker}").returncode == 0      # the cache stays
+
+
+def test_a_container_whose_worker_never_connects_fails_its_release_after_two_starts_in_one_line(master):
+    """Buildbot would start it again for ever (a build ended RETRY is queued again): two starts, the first
+    ends its build as RETRY, the second as EXCEPTION, each with its reason on the build page."""
+    from launcher import local
+
+    runtime, settings, _, late = master
+    api = local.Api(settings.url)
+    local.login_as_admin(settings, api)
+    before = local.newest_build_id(api)
+    bsid = local.force_release(api, "1.0.0", "fixture", "tests/fixture", ["bintar"], platforms=["never-connects"])
+    lines = []
+    results = local.follow(api, bsid, before, out=lines.append, give_up_after=600)
+    assert results == EXCEPTION, "\n".join(lines)
+    builds = [b for b in api.get("builds", order="buildid")["builds"] if b["buildid"] > before]
+    assert [b["results"] for b in builds] == [RETRY, EXCEPTION]
+    reason = f"container {late} did not start (%d of 2): its worker did not connect within 1 s; %s"
+    assert [b["state_string"] for b in builds] == [reason % (1, "trying again"), reason % (2, "giving up")]
+    steps = api.get(f"builds/{builds[-1]['buildid']}/steps")["steps"]
+    assert steps[0]["name"] == "worker_preparation" and steps[0]["state_string"] == reason % (2, "giving up")
+    # What ./release prints for it is that line.
+    assert any(line.endswith(reason % (2, "giving up")) for line in lines), "\n".join(lines)
+    assert not (settings.downloads / "1.0.0" / "never-connects").exists()
+    deadline = time.monotonic() + 60
+    while docker("ps", "-aq", "--filter", f"name=buildbot-{late}-").stdout.strip():
+        assert time.monotonic() < deadline, "the container is still there a minute after its start failed"
+        time.sleep(1)
 
 
 def test_the_worker_process_holds_no_password_in_its_environment(current_image):

@@ -178,15 +178,21 @@ def worker_unit(image):
     """The VM's worker. It runs only where the domain gave the fw_cfg entry (ExecCondition, as root:
     the qemu_fw_cfg module shows it under /sys/firmware); elsewhere, such as vm_images' boot check or
     a chroot, the unit is skipped, not failed. Its root step (start-vm) copies the entry into a file
-    only the worker user reads, which vm.tac deletes once read."""
+    only the worker user reads, which vm.tac deletes once read. What the unit and the worker print goes
+    to the console too, which the master keeps for a VM that did not connect (its last line is the
+    reason on the build page): a VM has no other way to say why."""
     user, cc, cxx = image.worker.user, image.compiler.cc, image.compiler.cxx
+    no_entry = f"buildbot-worker: no fw_cfg entry {VM_FW_CFG} (not a VM worker, or a domain without ACPI): not starting"
+    condition = f'modprobe qemu_fw_cfg 2>/dev/null; test -r {FW_CFG_RAW} || {{ echo "{no_entry}" >&2; exit 1; }}'
     return f"""[Unit]
 Description=Buildbot worker of the PGO pipeline
 After=network-online.target
 Wants=network-online.target
 
 [Service]
-ExecCondition=+/bin/sh -c 'modprobe qemu_fw_cfg 2>/dev/null; test -r {FW_CFG_RAW}'
+ExecCondition=+/bin/sh -c '{condition}'
+StandardOutput=journal+console
+StandardError=journal+console
 ExecStartPre=+{VM_START}
 User={user}
 Environment=CC={cc} CXX={cxx}
