@@ -243,20 +243,23 @@ class BoundedStart:
         self.starting_for = tuple(sorted(r.id for r in build.requests)) if build is not None else ()
         return super().start_instance(build)
 
-    def start_detail(self):
-        """What the machine said last, for a start that failed: '' if nothing."""
+    def start_detail(self, quote=True):
+        """What the machine said last, for a start that failed ('' if nothing); with quote False only where
+        to read it (the failure says why itself)."""
         return ""
 
     def start_failure(self, why):
         """Why a start failed, in one line (without the worker's name)."""
+        quote = True
         if why.check(defer.TimeoutError):
             reason = f"its worker did not connect within {human_seconds(self.missing_timeout)}"
         elif why.check(LatentWorkerFailedToSubstantiate) and "crashed before connecting" in str(why.value):
             # check_instance's answer: "latent worker crashed before connecting: <what it said>"
             reason = first_line(str(why.value).split("crashed before connecting:", 1)[1]) or "it stopped"
         else:
-            reason = first_line(why.value) or type(why.value).__name__
-        detail = self.start_detail()
+            # An error of its own (a worker that could not attach, libvirt or Docker refusing): it says why.
+            reason, quote = first_line(why.value) or type(why.value).__name__, False
+        detail = self.start_detail(quote)
         return f"{reason}; {detail}" if detail else reason
 
     def _substantiation_failed(self, why):
@@ -275,9 +278,13 @@ class BoundedStart:
                 why = Failure(LatentWorkerFailedToSubstantiate(f"{reason}; trying again"))
         return super()._substantiation_failed(why)
 
+    @defer.inlineCallbacks
     def attached(self, conn):
-        self.failed_starts.pop(self.starting_for, None)
-        return super().attached(conn)
+        # A worker that connects and then fails to attach (its disk full: it cannot make its build folder)
+        # is a failed start too (LatentWorker.attached calls _substantiation_failed): the count goes on.
+        yield super().attached(conn)
+        if self.substantiated:
+            self.failed_starts.pop(self.starting_for, None)
 
 
 class ContainerWorker(BoundedStart, worker.DockerLatentWorker):
@@ -417,7 +424,7 @@ class VMWorker(BoundedStart, buildbot_libvirt.LibVirtWorker):
             running = False                 # gone between the lookup and the question
         return (True, "") if running else (False, "the VM stopped before its worker connected")
 
-    def start_detail(self):
+    def start_detail(self, quote=True):
         """What the console said (console_reason), and the console kept where the overlay's removal does not
         take it."""
         console = Path(f"{self.image}{CONSOLE_SUFFIX}")
@@ -427,8 +434,10 @@ class VMWorker(BoundedStart, buildbot_libvirt.LibVirtWorker):
             return "no console output"
         kept = Path(f"{self.image}{FAILED_START_SUFFIX}")
         kept.write_text(text)
-        said = console_reason(text)
-        return f"console: {said!r} (all of it: {kept})" if said else f"the console is empty ({kept})"
+        said = console_reason(text) if quote else None
+        if said:
+            return f"console: {said!r} (all of it: {kept})"
+        return f"console: {kept}" if text.strip() else f"the console is empty ({kept})"
 
     @defer.inlineCallbacks
     def stop_instance(self, fast=False):

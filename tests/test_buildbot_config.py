@@ -802,6 +802,7 @@ def test_a_vm_that_stops_before_its_worker_connects_fails_its_start_with_its_con
     kept = vm.overlay.parent / "vm1.qcow2.failed-start.log"
     assert vm.worker.start_detail() == ("console: 'Kernel panic - not syncing: VFS: Unable to mount root fs' "
                                         f"(all of it: {kept})")
+    assert vm.worker.start_detail(quote=False) == f"console: {kept}"    # a failure that says why itself
     fired(vm.worker.stop_instance())
     assert not console.exists() and "Booting" in kept.read_text()     # the overlay's console goes, its copy stays
 
