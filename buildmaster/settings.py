@@ -33,8 +33,9 @@ WEB_PORT, WORKER_PORT = 8010, 9989
 def downloads_port_after(web_port):
     return web_port + 1
 WORKER_KINDS = ("local", "libvirt", "docker")
-# A libvirt worker's domain types: QEMU's emulation (TCG), or KVM.
-LIBVIRT_DOMAIN_TYPES = ("qemu", "kvm")
+# A libvirt worker's domain types: QEMU's emulation (TCG), KVM, or auto: KVM where a guest kernel really boots
+# under it (buildmaster/workers.py, kvm_boots), else TCG.
+LIBVIRT_DOMAIN_TYPES = ("auto", "qemu", "kvm")
 # A docker worker's daemon unless its entry says otherwise: this machine's own.
 DOCKER_HOST = "unix:///var/run/docker.sock"
 # The machine the master runs on, as a worker's `host`: where a local worker, a container of this
@@ -56,10 +57,11 @@ class WorkerSettings:
     hd_image: str | None = None       # libvirt: the VM's disk, a copy-on-write child of the image
     images: str | None = None         # libvirt, docker: vm_images' folder; its current.json names the image
     uri: str = "qemu:///system"       # libvirt: the hypervisor connection
-    # libvirt: "qemu" (QEMU's emulation, TCG) or "kvm". Default qemu: it boots wherever QEMU runs, while
-    # on hosts whose /dev/kvm opens but cannot run a guest kernel (nested, as ours) a kvm domain hangs
-    # silently; a host whose KVM boots a guest sets "kvm" (about 11x faster compiles).
-    domain_type: str = "qemu"
+    # libvirt: "qemu" (QEMU's emulation, TCG), "kvm", or "auto" (default): KVM if a guest kernel prints its
+    # banner under it within seconds (probed once at the master's start, on the master's host), else TCG.
+    # On hosts whose /dev/kvm opens but cannot run a guest kernel (nested, as ours) a kvm domain hangs
+    # silently; where KVM boots a guest, it compiles about 11x faster than TCG.
+    domain_type: str = "auto"
     docker_host: str = DOCKER_HOST    # docker: the daemon that runs the containers
     memory_mib: int = 8192
     cpus: int = 2

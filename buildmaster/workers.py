@@ -14,6 +14,9 @@ import base64
 import json
 import os
 import re
+import shutil
+import tempfile
+import time
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -25,8 +28,8 @@ from twisted.internet import defer
 from twisted.python import log
 from twisted.python.failure import Failure
 
-from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, WORKER_PORT, SettingsError
-from pgo import REPO, platforms
+from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, MASTER_HOST, WORKER_PORT, SettingsError
+from pgo import REPO, platforms, process
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release (a worker's start_timeout overrides).
@@ -347,16 +350,70 @@ def settings_folder_in_checkout(settings):
     return [folder] if folder is not None and folder.is_relative_to(REPO) else []
 
 
+# domain_type "auto": how long a guest kernel has to print its banner under KVM (where KVM works, well under
+# a second; where /dev/kvm opens but cannot run a guest, as on these nested hosts, it never prints).
+KVM_PROBE_SECONDS = 20
+KERNEL_BANNER = "Linux version"
+QEMU = "qemu-system-x86_64"
+# The probe's answer for this master's run: KVM's use is the host's property, not an image's.
+KVM_PROBE = {}
+
+
+def kvm_boots(kernel, seconds=KVM_PROBE_SECONDS):
+    """(whether a guest kernel really boots under this host's KVM, how the probe found it).
+
+    Only a boot tells: on these hosts /dev/kvm opens and creates a VM, yet a Debian kernel under it prints
+    nothing (issue 44). QEMU boots kernel with -accel kvm, no disk and no initrd, and the probe waits for the
+    kernel's banner on the serial console."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "no /dev/kvm this master may use"
+    if shutil.which(QEMU) is None:
+        return False, f"no {QEMU}"
+    with tempfile.TemporaryDirectory(prefix="pgo-kvm-probe-") as scratch:
+        console = Path(scratch) / "console.log"
+        started = time.monotonic()
+        vm = process.start([QEMU, "-accel", "kvm", "-m", "256", "-display", "none", "-monitor", "none", "-no-reboot",
+                            "-kernel", kernel, "-append", "console=ttyS0 panic=-1", "-serial", f"file:{console}"],
+                           stdout=process.DEVNULL, stderr=process.PIPE, text=True, error=SettingsError)
+        try:
+            while time.monotonic() - started < seconds and vm.poll() is None:
+                if console.is_file() and KERNEL_BANNER in console.read_text(errors="replace"):
+                    return True, f"a guest kernel printed its banner under KVM after {time.monotonic() - started:.1f} s"
+                time.sleep(0.2)
+            if vm.poll() is not None:
+                return False, f"QEMU with KVM stopped: {first_line(vm.stderr.read()) or f'status {vm.returncode}'}"
+            return False, f"a guest kernel printed nothing under KVM in {seconds} s"
+        finally:
+            if vm.poll() is None:
+                vm.kill()
+            vm.communicate()
+
+
+def domain_type_of(spec, image):
+    """The worker's domain type; for "auto", KVM where it boots the image's kernel here (kvm_boots, probed once
+    per master), else QEMU's emulation. A hypervisor on another machine is not probed from here: TCG."""
+    if spec.domain_type != "auto":
+        return spec.domain_type
+    if spec.build_host != MASTER_HOST:
+        return "qemu"
+    if "answer" not in KVM_PROBE:
+        boots, how = kvm_boots(image["kernel"])
+        KVM_PROBE["answer"] = "kvm" if boots else "qemu"
+        log.msg(f"libvirt worker {spec.name}: domain_type auto is {KVM_PROBE['answer']} on this host: {how}")
+    return KVM_PROBE["answer"]
+
+
 def domain_xml(spec, image, settings=None):
     """The libvirt domain of a VM worker, booting image (current_image) on a copy-on-write child
     (hd_image) of its disk, for the master of settings (vm_credentials)."""
     if spec.domain_type not in LIBVIRT_DOMAIN_TYPES:
         raise SettingsError(f"libvirt worker {spec.name}: domain_type '{spec.domain_type}' is not one of "
                             f"{', '.join(LIBVIRT_DOMAIN_TYPES)}")
-    values = {"domain_type": spec.domain_type, "name": spec.name, "memory_mib": spec.memory_mib, "cpus": spec.cpus,
-              "kernel": image["kernel"], "initrd": image["initrd"], "cmdline": image["kernel_cmdline"],
-              "hd_image": spec.hd_image, "fw_cfg_name": VM_FW_CFG, "fw_cfg": vm_credentials(spec, settings),
-              "repo": REPO, "repo_tag": VM_REPO_TAG, "console_log": f"{spec.hd_image}{CONSOLE_SUFFIX}"}
+    values = {"domain_type": domain_type_of(spec, image), "name": spec.name, "memory_mib": spec.memory_mib,
+              "cpus": spec.cpus, "kernel": image["kernel"], "initrd": image["initrd"],
+              "cmdline": image["kernel_cmdline"], "hd_image": spec.hd_image, "fw_cfg_name": VM_FW_CFG,
+              "fw_cfg": vm_credentials(spec, settings), "repo": REPO, "repo_tag": VM_REPO_TAG,
+              "console_log": f"{spec.hd_image}{CONSOLE_SUFFIX}"}
     return DOMAIN_XML.format(**{k: escape(str(v), {'"': "&quot;"}) for k, v in values.items()})
 
 

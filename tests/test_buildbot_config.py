@@ -598,7 +598,7 @@ def test_a_vm_worker_boots_on_qemus_user_network_and_gets_its_credentials_at_boo
     settings = vm_settings(tmp_path)
     spec = settings.worker("vm1")
     # No password in the settings: the master gives the VM a random one at each start, through fw_cfg.
-    assert len(spec.password) > 20 and spec.domain_type == "qemu"
+    assert len(spec.password) > 20 and spec.domain_type == "auto"
     raw = domain_xml(spec, current_image(spec.images), settings)
     domain = ElementTree.fromstring(raw)
     assert domain.get("type") == "qemu"                      # QEMU's emulation: boots where /dev/kvm cannot
@@ -632,8 +632,8 @@ def test_the_fw_cfg_entry_survives_any_password_and_the_domain_type_is_a_setting
     (entry,) = domain.findall("sysinfo/entry")
     assert re.fullmatch(r"[A-Za-z0-9+/=]+", entry.text)
     assert password not in raw and "s&amp;s" not in raw
-    with pytest.raises(SettingsError, match="libvirt worker vm1: domain_type 'auto' is not one of qemu, kvm"):
-        vm_settings(tmp_path, {"domain_type": "auto"})
+    with pytest.raises(SettingsError, match="libvirt worker vm1: domain_type 'tcg' is not one of auto, qemu, kvm"):
+        vm_settings(tmp_path, {"domain_type": "tcg"})
 
 
 @pytest.mark.parametrize("listen, master", [("127.0.0.1", "10.0.2.2"), ("0.0.0.0", "10.0.2.2"),
@@ -816,6 +816,24 @@ def test_the_console_line_of_a_vm_that_did_not_connect_is_its_alarm_else_its_las
     booted = "[\x1b[0;32m  OK  \x1b[0m] Reached target multi-user.target\n\npgo-worker login: \n"
     assert workers.console_reason(booted) == "pgo-worker login:"
     assert workers.console_reason("") is None
+
+
+def test_auto_is_kvm_only_where_a_guest_kernel_prints_its_banner_under_it(tmp_path, monkeypatch):
+    """domain_type auto: the probe boots a kernel with -accel kvm and waits for its banner (KVM_PROBE_SECONDS)."""
+    monkeypatch.setattr(workers, "KVM_PROBE", {})
+    spec = vm_settings(tmp_path).worker("vm1")
+    image = current_image(spec.images)
+    # A kernel that cannot boot (the test image's is no kernel): QEMU stops, or there is no KVM here: TCG.
+    assert workers.kvm_boots(image["kernel"], seconds=5)[0] is False
+    assert ElementTree.fromstring(domain_xml(spec, image)).get("type") == "qemu"
+    # The answer is the host's, asked once per master: a later promotion's kernel is not probed again.
+    monkeypatch.setattr(workers, "KVM_PROBE", {"answer": "kvm"})
+    assert ElementTree.fromstring(domain_xml(spec, image)).get("type") == "kvm"
+    # A hypervisor on another machine is not probed from here.
+    remote = vm_settings(tmp_path, {"uri": "qemu+ssh://build-7/system"}).worker("vm1")
+    assert ElementTree.fromstring(domain_xml(remote, image)).get("type") == "qemu"
+    assert ElementTree.fromstring(domain_xml(vm_settings(tmp_path, {"domain_type": "kvm"}).worker("vm1"),
+                                             image)).get("type") == "kvm"
 
 
 def test_a_start_timeout_is_a_number_of_seconds(tmp_path):
