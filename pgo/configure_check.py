@@ -11,6 +11,7 @@ feature that is off without being allowed to be, or required and not built. Abou
 MariaDB configure on one core; nothing is compiled.
 """
 
+import os
 import re
 import shutil
 
@@ -132,6 +133,9 @@ def register(subparsers):
                          "build, and a reduced variant's options)")
     command.add_argument("--workdir", help="work directory (default: work/configure-check-<version>-<config>)")
     command.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
+    # As pgo build's: CMake's checks depend on the compiler (a worker image's CC, gcc-14 on debian-13).
+    command.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC; default: $CC, else gcc)")
+    command.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (default: $CXX, else g++)")
     command.set_defaults(func=cmd_configure_check)
 
 
@@ -145,7 +149,7 @@ def cmd_configure_check(args):
     workdir = Workdir(require_usable_path(args.workdir or f"work/configure-check-{version}-{args.config}",
                                           "--workdir"))
     settings = Settings(version=version, config=args.config, pgo="on", source=args.source, git_ref=args.git_ref,
-                        cache=args.cache, tests="off")
+                        cache=args.cache, tests="off", cc=args.cc, cxx=args.cxx)
     with workdir.locked():
         workdir.save_settings(settings, fresh=True)
         check(workdir, settings, args.variant)

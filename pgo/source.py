@@ -61,8 +61,8 @@ def kind_of(spec):
     if path.is_dir():
         return "directory"
     if path.is_file():
-        return "tarball"
-    raise PipelineError(f"source '{spec}' is neither 'debian', a git URL, nor an existing tarball or directory")
+        return "dsc" if path.suffix == ".dsc" else "tarball"
+    raise PipelineError(f"source '{spec}' is neither 'debian', a git URL, nor an existing .dsc, tarball or directory")
 
 
 def sha256_tree(root):
@@ -153,13 +153,18 @@ def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None, 
 
     patched: Debian's source package as Debian builds it, its patches applied (only from Debian's archive)."""
     kind = kind_of(spec)
-    if patched and kind != "debian":
+    if patched and kind not in ("debian", "dsc"):
         raise PipelineError(f"the configuration builds Debian's patched source (debian_patches), and --source "
-                            f"{spec} is not Debian's source package: leave --source out")
-    if kind == "debian":
+                            f"{spec} is not Debian's source package: leave --source out, or give its .dsc")
+    if kind in ("debian", "dsc"):
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
-        tarball, origin, dsc = debian_source_package(product.debian_source, version, cache / "debian", suite, log)
+        if kind == "dsc":
+            tarball, origin, dsc = given_source_package(Path(spec), product.debian_source, version)
+            kind = "debian"         # Debian's source package all the same: its labels and debs read it so
+        else:
+            tarball, origin, dsc = debian_source_package(product.debian_source, version, cache / "debian", suite,
+                                                         log)
         if patched:
             yield Source(kind, origin, sha256_file(dsc)), lambda dest: unpack_dsc(dsc, dest)
         else:
@@ -251,7 +256,12 @@ def resolve_version(requested, spec, config, base=".", git_ref=None, log=None, o
         if on_worker:
             kind_of(spec)     # raises: what the spec is not
         return None
-    version = source_version(path) if path.is_dir() else tarball_version(path)
+    if path.is_dir():
+        version = source_version(path)
+    elif path.suffix == ".dsc":
+        version = release_of(dsc_field(path, "Version"))
+    else:
+        version = tarball_version(path)
     return config.require_version(version), f"the version of {spec}"
 
 
@@ -550,6 +560,30 @@ def debian_source_package(package, version, cache, suite=None, log=None):
     return tarballs[0], f"debian:{package}={full}", dsc
 
 
+def dsc_field(dsc, name):
+    found = re.search(rf"^{name}:\s*(\S+)", dsc.read_text(errors="replace"), re.M)
+    if not found:
+        raise PipelineError(f"{dsc} has no {name} field: not a Debian source package's .dsc")
+    return found.group(1)
+
+
+def given_source_package(dsc, package, version):
+    """A Debian source package given as its .dsc (one this mirror no longer lists, such as 11.8.6 beside the
+    listed but unserved 11.8.9): verified as a downloaded one is, and refused unless it is package's source
+    of upstream `version`. (its upstream tarball, "debian:<package>=<full version>", the .dsc)."""
+    dsc = dsc.resolve()
+    source_name, full = dsc_field(dsc, "Source"), dsc_field(dsc, "Version")
+    if source_name != package or release_of(full) != version:
+        raise PipelineError(f"{dsc.name} is the source of {source_name} {release_of(full) or full}, not of "
+                            f"{package} {version}")
+    verify_dsc(dsc)
+    upstream = upstream_of(full)
+    tarballs = [t for t in sorted(dsc.parent.glob(f"{package}_{upstream}.orig.tar.*")) if not t.name.endswith(".asc")]
+    if not tarballs:
+        raise PipelineError(f"{dsc.name} lists no upstream tarball {package}_{upstream}.orig.tar.*")
+    return tarballs[0], f"debian:{package}={full}", dsc
+
+
 def debian_version(package, version, suite=None, log=None):
     """Debian's full version of upstream `version`; adds the suite's deb-src entry when apt knows none of its line."""
     versions = debian_versions(package)
@@ -674,6 +708,8 @@ def verify_dsc(dsc, quiet=False):
         if not path.is_file() or sha256_file(path) != digest:
             if quiet:
                 return False
+            if not path.is_file():
+                raise PipelineError(f"{path} is missing: {dsc.name} lists it (download it beside the .dsc)")
             raise PipelineError(f"{path} does not match the checksum in {dsc.name}: corrupted download")
     return True
 

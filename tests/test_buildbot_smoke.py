@@ -203,7 +203,7 @@ def test_failed_release_publishes_nothing_and_says_why(master, capsys):
     before = local.newest_build_id(admin_api(settings))
     status, printed, _ = release_command(runtime, capsys, "1.0.1", source="tests/no-such-source")
     assert status == 1
-    reason = "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"
+    reason = "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing .dsc, tarball or directory"
     # The step's summary (in the web UI too) and so the build's end with the reason, said once.
     assert f"failure: failed source (failure): {reason}" in printed
     assert sum(reason in line for line in printed if not line.startswith("release-local #")) == 1, printed

@@ -105,7 +105,7 @@ def test_benchmark_pair_is_progress():
     (["--version", "1.0"], "argument --version: invalid version '1.0': expected MAJOR.MINOR.PATCH, e.g. 10.11.19 "
                            "(see pgo build --help)"),
     (["--version", "1.0.0", "--source", "tests/no-such-source"],
-     "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing tarball or directory"),
+     "source 'tests/no-such-source' is neither 'debian', a git URL, nor an existing .dsc, tarball or directory"),
 ])
 def test_a_failed_command_says_why_in_its_last_error_line(tmp_path, args, reason):
     failed = run_pgo("build", "--config", "fixture", "--workdir", tmp_path / "w", *args, check=False)

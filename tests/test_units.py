@@ -500,8 +500,28 @@ def test_debian_patches_build_debians_source_with_its_patches_in_a_tree_of_its_o
                      "1.0.0", fixture, cache / "src", cache, patched=True) as held:
         assert held == tree
     with pytest.raises(PipelineError, match="builds Debian's patched source .debian_patches., and --source "
-                                            ".* is not Debian's source package: leave --source out"):
+                                            ".* is not Debian's source package: leave --source out, or "
+                                            "give its .dsc"):
         source.fetch(str(FIXTURE), "1.0.0", fixture, cache / "src", cache, patched=True)
+
+
+def test_a_source_package_given_as_its_dsc_is_debians_source_verified_and_of_the_version(tmp_path):
+    """--source X.dsc: a Debian source package the mirror no longer lists (11.8.6 beside 11.8.9), built as one
+    from the archive is: verified, patched, labelled with Debian's version."""
+    from dataclasses import replace
+    cache = tmp_path / "cache"
+    dsc = debian_source_package_of_the_fixture(tmp_path)
+    fixture = replace(build_config("fixture").product, debian_source="fixture")
+    given, tree = source.fetch(str(dsc), "1.0.0", fixture, cache / "src", cache, patched=True)
+    assert (given.kind, given.origin, given.checksum) == ("debian", "debian:fixture=1.0.0-1", source.sha256_file(dsc))
+    assert tree.name == "fixture-1.0-debian" and (tree / "CMakeLists.txt").read_text().startswith("# patched by")
+    assert source.resolve_version("latest", str(dsc), build_config("fixture"))[0] == "1.0.0"
+    with pytest.raises(PipelineError, match=r"^fixture_1.0.0-1.dsc is the source of fixture 1.0.0, not of fixture "
+                                            r"1.0.1$"):
+        source.fetch(str(dsc), "1.0.1", fixture, cache / "src", cache, patched=True)
+    (tmp_path / "fixture_1.0.0.orig.tar.gz").write_bytes(b"not the tarball the .dsc names")
+    with pytest.raises(PipelineError, match="does not match the checksum in fixture_1.0.0-1.dsc: corrupted download"):
+        source.fetch(str(dsc), "1.0.0", fixture, cache / "src2", cache, patched=True)
 
 
 def test_a_patch_that_does_not_apply_is_one_line_and_leaves_no_tree(tmp_path):
