@@ -130,7 +130,9 @@ def current_image(images):
         raise SettingsError(f"cannot read the current VM image from {pointer}: {e}") from None
 
 
-CONTAINER_FIELDS = ("container_image", "worker_user", "worker_uid", "worker_gid", "worker_cache", "worker_repo")
+# What the master reads of current.json's container entry (vm_images/container.py writes the worker's uid and
+# gid there too, for people: no file of the master's is shared with a container, so no id needs to match).
+CONTAINER_FIELDS = ("container_image", "worker_user", "worker_cache", "worker_repo")
 
 
 def current_container(images):
