@@ -217,6 +217,7 @@ def check_image_on_docker_host(spec, image):
         raise SettingsError(f"docker worker {spec.name}: the Docker daemon at {spec.docker_host} does not answer "
                             f"({state}): start it (`setsid /usr/sbin/dockerd` where there is no systemd)")
 
+
 def human_seconds(seconds):
     return f"{seconds // 60} min" if seconds >= 120 and seconds % 60 == 0 else f"{seconds} s"
 
@@ -309,7 +310,6 @@ class ContainerWorker(BoundedStart, worker.DockerLatentWorker):
             last = lines[-1].strip() if lines else "no output"
             return False, f"the container exited before its worker connected: {last}"
         return d.addCallback(last_line_of_logs)
-
 
 
 def docker_worker(spec, settings):

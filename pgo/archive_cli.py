@@ -3,12 +3,11 @@ add, wants and pick move an entry between a worker and the master, which holds t
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
-from pgo import PipelineError, archive, archive_model
+from pgo import PipelineError, archive, archive_model, toolchain
 from pgo.archive import (
     add,
     archived_entry,
@@ -79,8 +78,7 @@ def register(subparsers):
     wants_cmd.add_argument("--version", required=True, help="the version built, MAJOR.MINOR.PATCH")
     wants_cmd.add_argument("--profile", required=True, metavar="NAME|latest",
                            help="the entry name or profile id to reuse, or 'latest', as for pgo build --profile-from")
-    wants_cmd.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
-    wants_cmd.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
+    toolchain.add_compiler_arguments(wants_cmd)
     wants_cmd.add_argument("--out", required=True, metavar="FILE", help="where to write them (JSON)")
     pick_cmd = action("pick", cmd_pick, "choose the entry a build's wants name (as pgo build --profile-from "
                       "would) and put it in one file to send, with its sha256")

@@ -11,7 +11,6 @@
 
 import argparse
 import json
-import os
 import tempfile
 from dataclasses import asdict
 
@@ -32,6 +31,7 @@ from pgo import (
     reuse,
     source,
     testrun,
+    toolchain,
 )
 from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
@@ -74,8 +74,7 @@ def make_parser():
     build.add_argument("--profile-dir", help="where the instrumented build writes its profile "
                        "(default: <workdir>/profile)")
     build.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
-    build.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC)")
-    build.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (GCC)")
+    toolchain.add_compiler_arguments(build)
     build.add_argument("--max-mismatch", type=checked(count),
                        help="functions whose profile the optimising compiler may discard (coverage-mismatch); "
                        f"default {MAX_MISMATCH}, or 1%% of the profile's functions with --profile-from")

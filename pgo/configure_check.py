@@ -11,11 +11,10 @@ feature that is off without being allowed to be, or required and not built. Abou
 MariaDB configure on one core; nothing is compiled.
 """
 
-import os
 import re
 import shutil
 
-from pgo import PipelineError, lines, source
+from pgo import PipelineError, lines, source, toolchain
 from pgo.atomic import write_json
 from pgo.config import build_config, default_config
 from pgo.phases import Context, comment_base, configure_command, run_phases, source_tree
@@ -134,8 +133,7 @@ def register(subparsers):
     command.add_argument("--workdir", help="work directory (default: work/configure-check-<version>-<config>)")
     command.add_argument("--cache", help="download cache (default: ~/.cache/pgo)")
     # As pgo build's: CMake's checks depend on the compiler (a worker image's CC, gcc-14 on debian-13).
-    command.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC; default: $CC, else gcc)")
-    command.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (default: $CXX, else g++)")
+    toolchain.add_compiler_arguments(command)
     command.set_defaults(func=cmd_configure_check)
 
 

@@ -553,11 +553,15 @@ def debian_source_package(package, version, cache, suite=None, log=None):
 
         atomic.place(folder, download)     # or another build downloaded it meanwhile: verified below
     verify_dsc(dsc)
-    tarballs = sorted(folder.glob(f"{package}_{upstream}.orig.tar.*"))
-    tarballs = [t for t in tarballs if not t.name.endswith(".asc")]
+    return upstream_tarball(dsc, package, upstream), f"debian:{package}={full}", dsc
+
+
+def upstream_tarball(dsc, package, upstream):
+    """The upstream tarball beside a verified .dsc (not its signature)."""
+    tarballs = [t for t in sorted(dsc.parent.glob(f"{package}_{upstream}.orig.tar.*")) if not t.name.endswith(".asc")]
     if not tarballs:
         raise PipelineError(f"{dsc.name} lists no upstream tarball {package}_{upstream}.orig.tar.*")
-    return tarballs[0], f"debian:{package}={full}", dsc
+    return tarballs[0]
 
 
 def dsc_field(dsc, name):
@@ -577,11 +581,7 @@ def given_source_package(dsc, package, version):
         raise PipelineError(f"{dsc.name} is the source of {source_name} {release_of(full) or full}, not of "
                             f"{package} {version}")
     verify_dsc(dsc)
-    upstream = upstream_of(full)
-    tarballs = [t for t in sorted(dsc.parent.glob(f"{package}_{upstream}.orig.tar.*")) if not t.name.endswith(".asc")]
-    if not tarballs:
-        raise PipelineError(f"{dsc.name} lists no upstream tarball {package}_{upstream}.orig.tar.*")
-    return tarballs[0], f"debian:{package}={full}", dsc
+    return upstream_tarball(dsc, package, upstream_of(full)), f"debian:{package}={full}", dsc
 
 
 def debian_version(package, version, suite=None, log=None):

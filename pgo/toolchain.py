@@ -25,6 +25,13 @@ class Compiler:
         return {"cc": self.cc, "path": self.path, "version": self.version, "banner": self.banner}
 
 
+def add_compiler_arguments(parser):
+    """--cc and --cxx, as every command that compiles or matches a compiler takes them: the environment's
+    CC and CXX (a worker image sets them: gcc-14 on debian-13), else gcc and g++."""
+    parser.add_argument("--cc", default=os.environ.get("CC", "gcc"), help="C compiler (GCC; default: $CC, else gcc)")
+    parser.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++ compiler (default: $CXX, else g++)")
+
+
 def detect(cc="gcc", cxx="g++"):
     for tool in (cc, cxx):
         if shutil.which(tool) is None:
