@@ -30,6 +30,7 @@ from twisted.python.failure import Failure
 
 from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, MASTER_HOST, WORKER_PORT, SettingsError
 from pgo import REPO, platforms, process
+from pgo.lines import without_terminal_codes
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release (a worker's start_timeout overrides).
@@ -111,8 +112,6 @@ VM_REPO = "/srv/pgo"
 # that failed, kept after the overlay's removal: <hd_image>.failed-start.log
 CONSOLE_SUFFIX = ".console.log"
 FAILED_START_SUFFIX = ".failed-start.log"
-# Colours and cursor moves of systemd's console output.
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # What a console says when a boot went wrong (console_reason), among its last CONSOLE_TAIL lines.
 CONSOLE_ALARM = re.compile(r"ALERT!|Kernel panic|\[FAILED\]|No space left|does not exist|Unable to|"
                            r"buildbot-worker: |Gave up waiting")
@@ -516,7 +515,8 @@ def console_reason(text):
     """The console line that says best why a VM did not connect: the last alarm among its last lines (an
     initramfs that found no root device, a kernel panic, a unit that failed), else its last line (a
     login prompt: the VM booted, its worker did not connect)."""
-    lines = [line for line in (ANSI_ESCAPE.sub("", raw).strip() for raw in text.splitlines()[-CONSOLE_TAIL:]) if line]
+    tail = without_terminal_codes(text).splitlines()[-CONSOLE_TAIL:]
+    lines = [line for line in (raw.strip() for raw in tail) if line]
     alarm = next((line for line in reversed(lines) if CONSOLE_ALARM.search(line)), None)
     return alarm or (lines[-1] if lines else None)
 

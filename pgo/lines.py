@@ -13,6 +13,14 @@ from typing import Any
 
 from pgo.profile import SUM_MAX_RULE, WORKING_SET_RULE
 
+# Colours and cursor moves (systemd's on a VM's serial console: `\x1b[0;32m`, `\x1b[?25l`).
+TERMINAL_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def without_terminal_codes(text: str) -> str:
+    """text as a person reads it on a terminal, for the checks that read a VM's console."""
+    return TERMINAL_CODE.sub("", text)
+
 
 def tagged(tag: str, text: object) -> str:
     """A line of a phase (or of the benchmark) on the console: `[tag] text`."""

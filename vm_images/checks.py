@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from pgo import protocol
 from pgo.atomic import write_json
+from pgo.lines import without_terminal_codes
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
 from vm_images.container import REPO_IN_IMAGE, worker_ids
@@ -24,7 +25,6 @@ OUT_IN_IMAGE = "/srv/out"
 BENCH_SAMPLE = "docs/bench-10.11.18-minimal/result.json"
 BENCH_LIBRARIES = ("python3-numpy", "python3-scipy", "python3-matplotlib")
 COMPILER_PACKAGE_RE = re.compile(r"^(gcc|g\+\+)-\d+$")
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class SkipCheck(Exception):
@@ -177,7 +177,7 @@ def test_image(build, store, say=print):
         with throwaway("vm") as scratch_vm:
             reached, console = boot.boot(build, scratch_vm)
         (folder / f"{started_at}-console.log").write_text(console)
-        console = ANSI_ESCAPE.sub("", console)
+        console = without_terminal_codes(console)
         failed_units = re.findall(r"\[FAILED\] Failed to start (.+?)\.?$", console, re.M)
         if not reached:
             console_log = folder / f"{started_at}-console.log"
