@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE, REPO, run_pgo
 
-from pgo import proof
+from pgo import platforms, proof
 from pgo.checksums import SUMS, sha256_file
 
 MODULE = REPO / "cmake" / "pgo.cmake"
@@ -326,7 +326,9 @@ def test_an_installed_training_and_the_training_s_failures(tmp_path):
         shutil.rmtree(etc, ignore_errors=True)
 
 
-PATCHES = REPO / "patches" / "mariadb-10.11"
+PATCHES = REPO / "patches"
+# One patch per line the pipeline builds (each platform's `lines`): a new line needs its patch.
+SERIES = [f"mariadb-{line}" for p in platforms.load().values() for line in p.lines]
 
 
 def created_files(patch):
@@ -344,17 +346,19 @@ def created_files(patch):
     return files
 
 
-def test_the_mariadb_patch_carries_the_module_the_workload_and_the_training():
-    """patches/mariadb-10.11 is made from this repository's files (make-patch.sh): after a change
-    of the module or of profile_load, run it again."""
-    patch, = PATCHES.glob("0001-*.patch")
+@pytest.mark.parametrize("series", SERIES)
+def test_the_mariadb_patch_carries_the_module_the_workload_and_the_training(series):
+    """patches/mariadb-<line> is made from this repository's files (patches/make-patch.sh): after a
+    change of the module, of profile_load or of the training, run it again on each line's source."""
+    patch, = (PATCHES / series).glob("0001-*.patch")
     text = patch.read_text()
     workload = REPO / "profile_load"
     expected = {"cmake/pgo.cmake": MODULE.read_text(),
                 **{f"support-files/pgo/profile_load/{path.relative_to(workload)}": path.read_text()
                    for path in [workload / "CMakeLists.txt", workload / "README.md",
                                 *sorted((workload / "src").iterdir())]}}
-    assert created_files(text) == expected, "the patch is out of date: run patches/mariadb-10.11/make-patch.sh"
+    assert created_files(text) == expected, \
+        f"the {series} patch is out of date: run patches/make-patch.sh on a {series} source tree"
     top = text[text.index("diff --git a/CMakeLists.txt"):text.index("diff --git a/cmake/pgo.cmake")]
     added = "".join(line[1:] for line in top.splitlines(keepends=True)
                     if line.startswith("+") and not line.startswith("+++"))

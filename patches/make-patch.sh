@@ -1,13 +1,19 @@
 #!/bin/sh
-# Writes the patch beside this script, 0001-PGO-*.patch, against the MariaDB 10.11 source tree
-# given (only its top CMakeLists.txt is read): this repository's cmake/pgo.cmake as MariaDB's
-# cmake/pgo.cmake, profile_load/ as support-files/pgo/profile_load/, and pgo-training.cmake
-# inserted into the top CMakeLists.txt after INCLUDE(mysql_version). The same inputs make the
-# same patch (fixed author and date, no commit id, no signature).
+# Writes the patch of a MariaDB line, mariadb-<major>.<minor>/0001-PGO-*.patch beside this script,
+# against the MariaDB source tree given (only its top CMakeLists.txt and VERSION are read): this
+# repository's cmake/pgo.cmake as MariaDB's cmake/pgo.cmake, profile_load/ as
+# support-files/pgo/profile_load/, and pgo-training.cmake inserted into the top CMakeLists.txt
+# after INCLUDE(mysql_version). The same inputs make the same patch (fixed author and date, no
+# commit id, no signature).
 set -eu
-source=${1:?usage: make-patch.sh <MariaDB 10.11 source tree>}
+source=${1:?usage: make-patch.sh <MariaDB source tree>}
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/.." && pwd)
+major=$(sed -n 's/^MYSQL_VERSION_MAJOR=//p' "$source/VERSION" 2>/dev/null || true)
+minor=$(sed -n 's/^MYSQL_VERSION_MINOR=//p' "$source/VERSION" 2>/dev/null || true)
+[ -n "$major" ] && [ -n "$minor" ] || {
+  echo "make-patch.sh: $source/VERSION names no MYSQL_VERSION_MAJOR and MYSQL_VERSION_MINOR" >&2; exit 1; }
+series="$here/mariadb-$major.$minor"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -48,6 +54,7 @@ cmake/pgo.cmake gives the build GCC's profile-guided optimisation:
 Both end saying how much of the profile applied to the hot objects.
 Only GCC 10 or later; another compiler is refused.
 MESSAGE
-rm -f "$here"/0001-*.patch
-git format-patch -q --zero-commit --no-signature -1 -o "$here"
-ls "$here"/0001-*.patch
+mkdir -p "$series"
+rm -f "$series"/0001-*.patch
+git format-patch -q --zero-commit --no-signature -1 -o "$series"
+ls "$series"/0001-*.patch
