@@ -377,17 +377,13 @@ def kvm_boots(kernel, seconds=KVM_PROBE_SECONDS):
                             "-kernel", kernel, "-append", "console=ttyS0 panic=-1", "-serial", f"file:{console}"],
                            stdout=process.DEVNULL, stderr=process.PIPE, text=True, error=SettingsError)
         try:
-            while time.monotonic() - started < seconds and vm.poll() is None:
-                if console.is_file() and KERNEL_BANNER in console.read_text(errors="replace"):
-                    return True, f"a guest kernel printed its banner under KVM after {time.monotonic() - started:.1f} s"
-                time.sleep(0.2)
+            if process.wrote(vm, console, KERNEL_BANNER, seconds):
+                return True, f"a guest kernel printed its banner under KVM after {time.monotonic() - started:.1f} s"
             if vm.poll() is not None:
                 return False, f"QEMU with KVM stopped: {first_line(vm.stderr.read()) or f'status {vm.returncode}'}"
             return False, f"a guest kernel printed nothing under KVM in {seconds} s"
         finally:
-            if vm.poll() is None:
-                vm.kill()
-            vm.communicate()
+            process.stopped(vm)
 
 
 def domain_type_of(spec, image):

@@ -11,6 +11,7 @@ PhaseLog, which is built on the same terms.
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
@@ -88,6 +89,25 @@ def ended(proc: subprocess.Popen, timeout: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+def wrote(proc: subprocess.Popen, path: Any, text: str, timeout: float, interval: float = 0.2) -> bool:
+    """Wait up to timeout seconds, while a started process runs, for text to appear in the file at
+    path that it writes (a VM's serial console); whether it did. False as soon as the process ends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.is_file() and text in path.read_text(errors="replace"):
+            return True
+        time.sleep(interval)
+    return False
+
+
+def stopped(proc: subprocess.Popen) -> subprocess.Popen:
+    """Kill a started process that still runs, and reap it (its pipes read to their end)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+    return proc
 
 
 def environment(env: Mapping[str, str] | None) -> dict[str, str] | None:

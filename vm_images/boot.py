@@ -8,7 +8,6 @@ nested ones whose /dev/kvm cannot run an ordinary guest kernel.
 """
 
 import shutil
-import time
 
 from pgo import process
 from vm_images import ImageError
@@ -40,16 +39,11 @@ def boot(build, scratch, timeout=BOOT_TIMEOUT):
                         "-drive", f"file={child},if=virtio,format=qcow2",
                         "-nic", "user,model=virtio-net-pci", "-serial", f"file:{console}"],
                        stdout=process.DEVNULL, stderr=process.PIPE, text=True, error=ImageError)
-    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline and vm.poll() is None:
-            if console.is_file() and LOGIN_PROMPT in console.read_text(errors="replace"):
-                return True, console.read_text(errors="replace")
-            time.sleep(1)
+        if process.wrote(vm, console, LOGIN_PROMPT, timeout, interval=1):
+            return True, console.read_text(errors="replace")
         if vm.poll() is not None:
             raise ImageError(f"{QEMU} exited with status {vm.returncode}: {vm.stderr.read().strip()[-300:]}")
         return False, console.read_text(errors="replace") if console.is_file() else ""
     finally:
-        if vm.poll() is None:
-            vm.kill()
-            vm.wait()
+        process.stopped(vm)
