@@ -22,6 +22,7 @@ master. What goes either way passes through a transfer folder of the build,
 hidden in the master's archive folder, removed at the build's end.
 """
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from buildmaster.buildsteps import (
     ResolveVersion,
     pgo_factory,
 )
-from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, running_image
+from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
 from pgo import protocol
 from pgo.bench.policy import RELEASE
 from pgo.config import build_config
@@ -91,7 +92,8 @@ BENCH = on_worker("bench")
 BENCH_RESULT = on_worker(f"bench/{protocol.BENCH_RESULT}")
 RELEASE_PROFILE = on_worker("release-profile")
 # The build's own profile archive (the entry it trained, to upload, or the one the master sent), what a
-# reusing build needs, and the file the master sent: in the builder's folder, removed by clean_step.
+# reusing build needs, and the file the master sent: in the builder's folder, removed by clean_step (a
+# release's by resume_step, unless it resumes).
 BUILD_ARCHIVE_FILES = ("profile-archive", "profile-wants.json", "sent-profile.tar")
 WORKER_ARCHIVE, WANTS, SENT_PROFILE = map(on_worker, BUILD_ARCHIVE_FILES)
 # Set by the master's store (add) or pick: the entry of the master's archive the build's profile is,
@@ -163,16 +165,19 @@ def failed_tests(results: Mapping[str, Any]) -> bool:
     return results["counts"]["failed"] > 0
 
 
-def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", **kwargs):
+def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", resume=False, **kwargs):
     """One step per phase of the pipeline, each with its own log.
 
     A PGO build trains its profile, or with the property profile=NAME|latest
     reuses an archived one (pipeline "reuse"): the union of both pipelines'
     phases, each step run only when its pipeline is the build's; the bolt
     step only for a configuration with `bolt = true` (pgo/phases.py runs).
+    resume: a phase the work directory finished (in the interrupted build this
+    one resumes, resume_step) is not run again.
     """
     common = ["build", "--version", util.Property("version"), "--config", util.Property("config"),
-              "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir, "--tests", TEST_SET]
+              "--source", util.Property("source"), "--pgo", pgo, "--workdir", workdir, "--tests", TEST_SET,
+              *(["--resume"] if resume else [])]
     if pgo == "off":
         return [pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
                          **kwargs) for name in PIPELINES["off"]]
@@ -286,6 +291,37 @@ def configured(name, step):
     return name != "bolt" or runs(name, build_config(step.getProperty("config")))
 
 
+# A release's work that an interrupted build of the same request leaves for the next (pgo/resume.py), and what
+# every release makes anew.
+RESUMABLE = ("work", "work-plain", *BUILD_ARCHIVE_FILES)
+NOT_RESUMED = ("bench", "release-profile")
+
+
+@util.renderer
+def release_request(props):
+    """The master's side of a release's request (pgo/resume.py): what decides its work."""
+    return json.dumps({"version": props.getProperty("version"), "config": props.getProperty("config"),
+                       "source": props.getProperty("source"), "profile": props.getProperty("profile", "train"),
+                       "tests": props.getProperty("tests", protocol.DEFAULT_TEST_SET),
+                       "image": image_running(props)}, sort_keys=True)
+
+
+def resume_step(settings):
+    """Keep the work of an interrupted build of the same request (a lost worker, `./release stop`), else
+    start clean."""
+    return pgo_step(settings, "resume", ["resume", "--folder", util.Interpolate("%(prop:builddir)s"),
+                                         "--request", release_request, "--keep", *RESUMABLE,
+                                         "--clean", *NOT_RESUMED])
+
+
+def forget_request_step(settings):
+    """The build ended (any result: run after a failure or a cancel too), so the next one starts clean; an
+    interrupted build never gets here (no worker to run it on), and the next resumes it."""
+    return pgo_step(settings, "forget-request", ["resume", "--folder", util.Interpolate("%(prop:builddir)s"),
+                                                 "--forget"], alwaysRun=True, haltOnFailure=False,
+                    flunkOnFailure=False, warnOnFailure=True)
+
+
 def clean_step(*names):
     return bb_steps.ShellCommand(name="clean", descriptionDone="clean", command=["rm", "-rf", *names],
                                  workdir=util.Interpolate("%(prop:builddir)s"), haltOnFailure=True,
@@ -331,12 +367,12 @@ def release_factory(settings, platform):
     staged = staging(settings)
     f = pgo_factory()
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
-    f.addStep(clean_step("work", "work-plain", "bench", "release-profile", *BUILD_ARCHIVE_FILES))
+    f.addStep(resume_step(settings))
     f.addStep(version_step(settings))
-    f.addSteps(phase_steps(settings, "on", WORK))
+    f.addSteps(phase_steps(settings, "on", WORK, resume=True))
     # The plain build is the benchmark's baseline and the tests': a test failing on both is the
     # machine's doing, one failing on the optimised build only the profile's or LTO's.
-    f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", doStepIf=benchmark_wanted))
+    f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", resume=True, doStepIf=benchmark_wanted))
     f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
     f.addStep(upload_test_results(settings, "work", "pgo"))
     f.addStep(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
@@ -371,6 +407,7 @@ def release_factory(settings, platform):
         "archive", "promote", util.Property(ENTRY_PROPERTY), "--archive", settings.archive, "--kind", "release"]))
     f.addStep(DiscardStaging(staged))
     f.addSteps(archive_upkeep(settings))
+    f.addStep(forget_request_step(settings))
     return f
 
 

@@ -132,6 +132,9 @@ def current_image(images):
 # What the master reads of current.json's container entry (vm_images/container.py writes the worker's uid and
 # gid there too, for people: no file of the master's is shared with a container, so no id needs to match).
 CONTAINER_FIELDS = ("container_image", "worker_user", "worker_cache", "worker_repo")
+# And where its builder folders are (pgo/resume.py BUILDERS_DIR), in images whose containers keep them in a volume
+# (vm_images makes the mount point); an older image has none, and its releases start again from the first step.
+CONTAINER_BUILDS_FIELD = "worker_builds"
 
 
 def current_container(images):
@@ -139,7 +142,8 @@ def current_container(images):
     pointer = Path(images) / CURRENT_IMAGE
     try:
         current = json.loads(pointer.read_text())["current"]
-        return {key: current[key] for key in CONTAINER_FIELDS}
+        layout = {key: current[key] for key in CONTAINER_FIELDS}
+        return {**layout, CONTAINER_BUILDS_FIELD: current.get(CONTAINER_BUILDS_FIELD)}
     except (OSError, ValueError, TypeError) as e:
         raise SettingsError(f"cannot read the current VM image from {pointer}: {e}") from None
     except KeyError:
@@ -155,18 +159,23 @@ def container_image(images):
     return image
 
 
-@util.renderer
-def running_image(props):
-    """The image the build's container runs (None on other workers), for the builds it triggers."""
+def image_running(props):
+    """The image the build's container runs (None on other workers)."""
     started = getattr(props.getBuild().workerforbuilder.worker, "instance", None) or {}
     return props.getProperty(IMAGE_PROPERTY) or started.get("image")
 
 
+# For the builds a release triggers.
+running_image = util.renderer(image_running)
+
+
 def container_volumes(spec, layout, settings):
     """The checkout read-only, and the worker's cache volume at the same path every time (the pipeline's
-    source tree lives there, and the profile's paths). No profile archive: the master keeps it, and a
-    build uploads and downloads its profile (buildmaster/factories.py)."""
-    return [f"{REPO}:{layout['worker_repo']}:ro", f"pgo-cache-{spec.name}:{layout['worker_cache']}"]
+    source tree lives there, and the profile's paths); its builds volume where the image keeps the builder
+    folders, so that a release whose container was lost resumes in the next one (pgo/resume.py). No profile
+    archive: the master keeps it, and a build uploads and downloads its profile (buildmaster/factories.py)."""
+    builds = [f"pgo-builds-{spec.name}:{layout[CONTAINER_BUILDS_FIELD]}"] if layout.get(CONTAINER_BUILDS_FIELD) else []
+    return [f"{REPO}:{layout['worker_repo']}:ro", f"pgo-cache-{spec.name}:{layout['worker_cache']}", *builds]
 
 
 def hidden_settings(settings, layout):

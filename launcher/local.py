@@ -582,7 +582,8 @@ class Work:
         # Buildbot ends a build whose worker went away as `retry` and queues its request again.
         self.lost = sum(RESULTS.get(b["results"]) == "retry" for b in builds)
         version = (request["properties"] or {}).get("version", [None])[0]
-        what = builder.split("-")[0] + (f" {version}" if version else "")
+        self.kind = builder.split("-")[0]
+        what = self.kind + (f" {version}" if version else "")
         where = (f"{builder} #{self.build['number']}, running since {when(self.build['started_at'])}" if self.build
                  else f"{builder}, queued since {when(request['submitted_at'])}")
         lost = f"; its worker was lost {self.lost} time{'s' if self.lost > 1 else ''} before" if self.lost else ""
@@ -625,6 +626,9 @@ def say_what_resumes(api, max_lost, cancel_hint):
         if lost >= max_lost:
             fate = ("fails on the next start: the worker-lost guard gives up on a build request whose worker "
                     f"was lost {lost} times (max_lost_workers = {max_lost})")
+        elif w.build and w.kind == "release":
+            # Its work stays where its worker keeps it: it resumes after its last finished phase (pgo/resume.py).
+            fate = f"starts again on the next {START_COMMANDS}, after the last phase it finished"
         elif w.build:
             fate = f"starts again from its first step on the next {START_COMMANDS}"
         else:

@@ -28,6 +28,7 @@ from pgo import (
     package,
     protocol,
     prove,
+    resume,
     reuse,
     source,
     testrun,
@@ -96,6 +97,9 @@ def make_parser():
                        "nightly, smoke), or off (default: %(default)s)")
     build.add_argument("--phase", action="append", choices=sorted(PHASES),
                        help="run only this phase (repeatable); its inputs must exist")
+    build.add_argument("--resume", action="store_true",
+                       help="with --phase: not when the work directory finished it already (a build resuming after "
+                       "an interruption, pgo resume)")
     build.add_argument("--fresh", action="store_true", help="forget earlier runs in the work directory")
     build.set_defaults(func=cmd_build)
 
@@ -141,6 +145,7 @@ def make_parser():
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
     archive_cli.register(sub)
+    resume.add_parser(sub)
     bench.register(sub)
     builddeps.register(sub)
     compare_debs.register(sub)
@@ -213,6 +218,11 @@ def cmd_build(args):
     if args.git_ref and source.kind_of(args.source) != "git":
         # Taken as it is, the build would be of whatever the source holds, not of that ref.
         raise PipelineError(f"--git-ref applies only to a git URL --source, not to {args.source!r}")
+    if args.resume and not args.phase:
+        raise PipelineError("--resume applies to --phase: a build without --phase resumes after its last "
+                            "finished phase already")
+    if args.resume and args.fresh:
+        raise PipelineError("--resume and --fresh contradict each other: --fresh forgets the finished phases")
     if args.profile_from:
         profile_from, max_mismatch, min_hot_coverage = reuse.plan_reuse(
             archive_root, config=args.config, cc=args.cc, cxx=args.cxx, version=args.version,
@@ -251,6 +261,12 @@ def run_pipeline(args, workdir, ctx, settings):
         if unknown:
             raise PipelineError(f"phase {unknown[0]} is not part of a {pipeline_name(settings)} build")
         todo = [p for p in pipeline if p in args.phase]
+        if args.resume:
+            done = workdir.state()["done"]
+            for name in [p for p in todo if p in done]:
+                say(f"{name}: finished at {done[name].get('finished', '?')} by the interrupted build this one "
+                    "resumes: not run again")
+            todo = [p for p in todo if p not in done]
     else:
         done = workdir.state()["done"]
         todo = [p for p in pipeline if p not in done]

@@ -118,3 +118,12 @@ def pytest_configure(config):
 @pytest.fixture
 def pgo():
     return run_pgo
+
+
+def step_output(api, step):
+    """What a step printed (its stdio log's out and err lines)."""
+    said = []
+    for log in api.get(f"steps/{step['stepid']}/logs")["logs"]:
+        chunks = api.get(f"logs/{log['logid']}/contents")["logchunks"]
+        said += [line[1:] for line in "".join(c["content"] for c in chunks).splitlines() if line[:1] in "oe"]
+    return said

@@ -23,13 +23,14 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from buildmaster import workers
+from buildmaster.builders import make_builders
 from buildmaster.config import buildmaster_config
 from buildmaster.preflight import refusal, resolve
 from buildmaster.schedulers import VersionParameter, release_form_properties
 from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
 from pgo import platforms
-from pgo.phases import PIPELINES
+from pgo.phases import PHASES, PIPELINES
 from pgo.source import ensure_deb_src
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,9 +100,19 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     assert names.index("test") < names.index("baseline-test") < names.index("test-verdict") < names.index("benchmark")
     assert names.index("upload-tests-pgo") < names.index("publish")
     # 'latest' the master could not resolve: the worker resolves it once, before any phase.
-    assert names.index("clean") < names.index("version") < names.index("source")
+    assert names.index("resume") < names.index("version") < names.index("source")
+    # A release resumes after an interruption (pgo/resume.py): its phases skip what the work directory
+    # finished, and its last step, run whatever happened before, forgets the request.
+    by_name = {step.kwargs.get("name"): step for step in factory.steps}
+
+    def resumes(step):    # a renderable's == is a renderable, and truthy: compare strings only
+        return any(isinstance(arg, str) and arg == "--resume" for arg in step.kwargs.get("command", []))
+    phase_steps = [n for n in names if n.removeprefix("baseline-") in PHASES]
+    assert len(phase_steps) > 10 and all(resumes(by_name[n]) for n in phase_steps)
+    assert names[-1] == "forget-request" and by_name["forget-request"].kwargs["alwaysRun"] is True
     nightly = next(b.factory for b in two_platforms.builders if b.name == "nightly-debian-12")
     nightly_names = [step.kwargs.get("name", step.step_class.name) for step in nightly.steps]
+    assert not any(resumes(step) for step in nightly.steps)
     assert nightly_names.index("version") < nightly_names.index("source")
     assert nightly_names.index("test") < nightly_names.index("test-verdict") < nightly_names.index("package-bintar")
 
@@ -406,6 +417,13 @@ def test_a_docker_worker_is_a_latent_container_of_the_current_image(tmp_path):
     assert render(args["image"]) == "pgo-worker/gcc12:B2"
     # ... but a release's package builds run in the release's own image.
     assert render(args["image"], **{IMAGE_PROPERTY: "pgo-worker/gcc12:B1"}) == "pgo-worker/gcc12:B1"
+    # An image that keeps the builder folders in a volume (vm_images writes worker_builds): the work of a
+    # release whose container was lost is there for the next container, which resumes it.
+    write_pointer(tmp_path / "images", **CONTAINER | {"worker_builds": "/home/buildbot/worker/builds"})
+    (container,) = make_workers(settings)
+    assert container._config_kwargs["volumes"][2:] == ["pgo-builds-c1:/home/buildbot/worker/builds"]
+    builders = {b.name: b for b in make_builders(settings)}
+    assert {b.workerbuilddir for b in builders.values()} == {f"builds/{name}" for name in builders}
 
 
 def test_a_container_never_sees_the_masters_settings_in_the_checkout(tmp_path):

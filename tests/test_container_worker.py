@@ -16,7 +16,7 @@ import time
 
 import pytest
 from buildbot.process.results import EXCEPTION, RETRY
-from conftest import REPO, free_port
+from conftest import REPO, free_port, step_output
 
 from pgo import atomic
 from pgo.checksums import sha256_file, verify_sha256sums
@@ -131,7 +131,8 @@ enabled = false
             yield runtime, settings, worker, late
         finally:
             local.run_tool("buildbot", "stop", str(runtime.master))
-            docker("volume", "rm", f"pgo-cache-{worker}", f"pgo-cache-{late}")
+            docker("volume", "rm", f"pgo-cache-{worker}", f"pgo-cache-{late}", f"pgo-builds-{worker}",
+                   f"pgo-builds-{late}")
 
 
 def test_the_image_is_imported_with_its_compiler_and_labels(current_image):
@@ -181,6 +182,68 @@ def test_a_release_runs_in_a_container_that_is_gone_after_it(master):
     assert docker("volume", "inspect", f"pgo-cache-{worker}").returncode == 0      # the cache stays
 
 
+def test_a_release_whose_container_was_killed_resumes_in_the_next_one(master, current_image):
+    """The container of a release is killed in its optimised build: Buildbot starts another (the worker-lost
+    guard allows one more), whose release resumes after the last phase the first finished: its builder folder
+    is in the worker's builds volume. The optimised build runs again and is proven, and the release is
+    published once."""
+    from launcher import local
+
+    runtime, settings, worker, _ = master
+    _, current = current_image
+    assert current["worker_builds"] == "/home/buildbot/worker/builds"
+    version = "1.0.7"
+    # A source the container sees (the checkout is its read-only /srv/pgo): the fixture, whose optimised
+    # build's configure waits while the gate file is missing.
+    here = REPO / "work" / f"test-resume-{os.getpid()}"
+    shutil.rmtree(here, ignore_errors=True)
+    source, gate = here / "fixture", here / "go"
+    shutil.copytree(REPO / "tests" / "fixture", source)
+    (source / "VERSION").write_text(f"{version}\n")
+    seen_gate = f"{current['worker_repo']}/{gate.relative_to(REPO)}"
+    (source / "hold.sh").write_text(f'case "$1" in *-fprofile-use*) ;; *) exit 0 ;; esac\n'
+                                    f'for i in $(seq 600); do [ -e "{seen_gate}" ] && exit 0; sleep 0.2; done\n')
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        "project(fixture C)\n",
+        'project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh "${CMAKE_C_FLAGS}")\n'))
+    try:
+        api = local.Api(settings.url)
+        local.login_as_admin(settings, api)
+        before = local.newest_build_id(api)
+        bsid = local.force_release(api, version, "fixture", str(source.relative_to(REPO)), ["bintar"],
+                                   platforms=["local"])
+        deadline = time.monotonic() + 600
+        while not any(s["name"] == "optimized" and s["started_at"] and not s["complete"]
+                      for b in api.get("builds", complete=False)["builds"] if b["buildid"] > before
+                      for s in api.get(f"builds/{b['buildid']}/steps")["steps"]):
+            assert time.monotonic() < deadline, "the release never reached its optimised build"
+            time.sleep(0.5)
+        (container,) = docker("ps", "-q", "--filter", f"name=buildbot-{worker}-").stdout.split()
+        assert docker("kill", container).returncode == 0
+        gate.touch()
+        lines = []
+        results = local.follow(api, bsid, before, out=lines.append, give_up_after=600)
+        assert results == 0, "\n".join(lines)
+        releases = [b for b in api.get("builds", order="buildid")["builds"]
+                    if b["buildid"] > before and b["builderid"] == api.get("builders", name="release-local")[
+                        "builders"][0]["builderid"]]
+        assert [b["results"] for b in releases] == [RETRY, 0]
+        steps = {s["name"]: s for s in api.get(f"builds/{releases[-1]['buildid']}/steps")["steps"]}
+        assert step_output(api, steps["resume"])[0] == (
+            "resuming the interrupted build of this request: keeping work; its finished phases are not run again")
+        for phase in ("source", "instrumented", "train", "check"):
+            assert any(line.endswith("by the interrupted build this one resumes: not run again")
+                       for line in step_output(api, steps[phase])), phase
+        assert "profile used by" in steps["optimized"]["state_string"]
+        assert (settings.downloads / version / "local" / "bintar" / f"fixture-{version}+pgo-linux-x86_64.tar.gz"
+                ).is_file()
+    finally:
+        gate.parent.mkdir(parents=True, exist_ok=True)
+        gate.touch()
+        shutil.rmtree(here, ignore_errors=True)
+
+
 def test_a_container_whose_worker_never_connects_fails_its_release_after_two_starts_in_one_line(master):
     """Buildbot would start it again for ever (a build ended RETRY is queued again): two starts, the first
     ends its build as RETRY, the second as EXCEPTION, each with its reason on the build page."""
@@ -222,7 +285,7 @@ def test_the_worker_process_holds_no_password_in_its_environment(current_image):
         deadline = time.monotonic() + 60
         # The worker is up once twistd runs and its tac took the password file away.
         while not (pid := docker("exec", name, "pgrep", "-f", "twistd").stdout.strip()) or docker(
-                "exec", name, "ls", "-A", f"{home}/worker").stdout.split() != ["twistd.hostname"]:
+                "exec", name, "ls", "-A", f"{home}/worker").stdout.split() != ["builds", "twistd.hostname"]:
             assert time.monotonic() < deadline, docker("logs", name).stderr
             time.sleep(1)
         # As the worker user, as a build step would (root in a container lacks CAP_SYS_PTRACE to read it).

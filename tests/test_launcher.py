@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from conftest import free_port
+from conftest import free_port, step_output
 
 from buildmaster.settings import SETTINGS_ENV, load_settings
 from launcher import local
@@ -270,17 +270,26 @@ def runtime(tmp_path_factory):
             local.stop(runtime)
 
 
+def held_fixture(tmp_path, version, only_with=""):
+    """(the fixture as version, whose configure waits (at most 2 min) while the gate file is missing; with
+    only_with, only a configure whose C flags hold it; the gate)."""
+    source = tmp_path / "fixture-held"
+    shutil.copytree(FIXTURE, source)
+    (source / "VERSION").write_text(f"{version}\n")
+    gate = tmp_path / "go"
+    (source / "hold.sh").write_text(f'case "$1" in *"{only_with}"*) ;; *) exit 0 ;; esac\n'
+                                    f'for i in $(seq 600); do [ -e "{gate}" ] && exit 0; sleep 0.2; done\n')
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        "project(fixture C)\n",
+        'project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh "${CMAKE_C_FLAGS}")\n'))
+    return source, gate
+
+
 @pytest.fixture
 def held(tmp_path):
     """The fixture as version 1.0.5, whose configure holds its release until the test ends (at most 2 min)."""
-    source = tmp_path / "fixture-held"
-    shutil.copytree(FIXTURE, source)
-    (source / "VERSION").write_text(f"{HELD_VERSION}\n")
-    gate = tmp_path / "go"
-    (source / "hold.sh").write_text(f'for i in $(seq 600); do [ -e "{gate}" ] && exit 0; sleep 0.2; done\n')
-    cmake = source / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text().replace(
-        "project(fixture C)\n", "project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh)\n"))
+    source, gate = held_fixture(tmp_path, HELD_VERSION)
     yield source
     gate.touch()
 
@@ -426,8 +435,8 @@ def test_a_stopped_release_is_said_when_it_comes_back_and_cancelled_with_the_mas
     assert release_cli("stop", "--runtime", root) == 0
     said = capsys.readouterr().out.splitlines()
     assert said == [
-        f"{label(build)} stops with the worker; it starts again from its first step on the next ./release or "
-        "./release up",
+        f"{label(build)} stops with the worker; it starts again on the next ./release or ./release up, after the "
+        "last phase it finished",
         f"to cancel it instead: ./release stop --cancel --runtime {root}",
         f"stopping {runtime.worker}", f"stopping {runtime.master}"], said
     assert len(incomplete_requests(runtime)) == 1
@@ -436,7 +445,7 @@ def test_a_stopped_release_is_said_when_it_comes_back_and_cancelled_with_the_mas
     second = SecondRelease(runtime)
     try:
         api = admin_when_up(runtime)
-        again = wait_for("held build taken up again", lambda: running_step(api, bsid, "clean"))
+        again = wait_for("held build taken up again", lambda: running_step(api, bsid, "resume"))
         assert again["buildid"] != build["buildid"]
         steps = api.get(f"builds/{again['buildid']}/steps")["steps"]
         guard = next(s for s in steps if s["name"] == "worker-lost-guard")
@@ -474,6 +483,51 @@ def test_a_stopped_release_is_said_when_it_comes_back_and_cancelled_with_the_mas
     assert said[4:] == ["cancelled 2 build requests: none is left to start again", f"stopping {runtime.master}"], said
     assert incomplete_requests(runtime) == []
     assert not local.running_pid(runtime.worker) and not local.running_pid(runtime.master)
+
+
+def test_a_stopped_release_resumes_after_the_last_phase_it_finished(runtime, tmp_path, capsys):
+    """A release stopped in its optimised build (./release stop) resumes on the next start: the phases it
+    finished are not run again, the optimised build runs again in the same work directory and is proven as
+    before, and the release is published. Its last step forgets the request: the next build starts clean."""
+    version = "1.0.6"
+    source, gate = held_fixture(tmp_path, version, only_with="-fprofile-use")
+    local.start(runtime)
+    api = admin(runtime)
+    bsid = local.force_release(api, version, "fixture", str(source), ["bintar"])
+    build = wait_for("release in its optimised build", lambda: running_step(api, bsid, "optimized"))
+    root = str(runtime.root)
+    capsys.readouterr()
+    assert release_cli("stop", "--runtime", root) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == (f"release {version} (release-local #{build['number']}, running since "
+                       f"{local.when(build['started_at'])}) stops with the worker; it starts again on the next "
+                       "./release or ./release up, after the last phase it finished"), said
+
+    gate.touch()
+    assert release_cli("up", "--runtime", root) == 0
+    api = admin_when_up(runtime)
+    builds = wait_for("the resumed release to end", lambda: [
+        b for r in api.get("buildrequests", buildsetid=bsid)["buildrequests"]
+        for b in api.get("builds", buildrequestid=r["buildrequestid"])["builds"]
+        if b["buildid"] != build["buildid"] and b["complete"]], timeout=300)
+    (again,) = builds
+    assert local.RESULTS[again["results"]] == "success", again
+    steps = {s["name"]: s for s in api.get(f"builds/{again['buildid']}/steps")["steps"]}
+    resumed = step_output(api, steps["resume"])
+    # Stopped before its archive and its plain build: the PGO work directory is all there is to keep.
+    assert resumed[0] == ("resuming the interrupted build of this request: keeping work; its finished phases "
+                          "are not run again"), resumed
+    for phase in ("source", "instrumented", "train", "check"):
+        printed = step_output(api, steps[phase])
+        assert any(line.startswith(f"{phase}: finished at ") and line.endswith(
+            "by the interrupted build this one resumes: not run again") for line in printed), (phase, printed)
+    # The optimised build ran (the configure that held it before), and its proof still holds.
+    assert not any("not run again" in line for line in step_output(api, steps["optimized"]))
+    assert "profile used by" in steps["optimized"]["state_string"], steps["optimized"]
+    assert steps["forget-request"]["results"] == 0
+    published = runtime.settings().downloads / version / "local"
+    assert (published / "bintar" / f"fixture-{version}+pgo-linux-x86_64.tar.gz").is_file()
+    assert release_cli("stop", "--runtime", root) == 0
 
 
 def test_stop_cancel_without_a_master_is_one_error_line(tmp_path, capsys):

@@ -17,6 +17,7 @@ VM's worker unit sets them.
 import re
 
 from pgo import process
+from pgo.resume import BUILDERS_DIR
 from vm_images import ImageError
 from vm_images.store import ROOTFS_TARBALL
 
@@ -27,6 +28,7 @@ START = "/opt/buildbot-worker/start-container"
 TAC = "/opt/buildbot-worker/container.tac"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CACHE = ".cache/pgo"            # the pipeline's download and source cache, in the worker's home
+WORKER_DIR = "worker"         # in the worker user's home; holds buildbot.tac once deployed
 # This repository inside the image, read-only: where the image's tests and a container worker see it.
 REPO_IN_IMAGE = "/srv/pgo"
 LABEL_PREFIX = "org.pgo.image"
@@ -103,9 +105,13 @@ def make_container_image(store, docker="docker", say=print):
     tag = import_build(build, docker, say)
     user = build.manifest["definition"]["worker"]["user"]
     uid, gid = worker_ids(build.rootfs, user)
+    builds = f"/home/{user}/{WORKER_DIR}/{BUILDERS_DIR}"
+    # Where a container keeps its builder folders in a volume: images made before that have no mount
+    # point for it, and their containers none.
+    kept = {"worker_builds": builds} if (build.rootfs / builds.lstrip("/")).is_dir() else {}
     entry = store.set_container(build, {"container_image": tag, "worker_user": user, "worker_uid": uid,
                                         "worker_gid": gid, "worker_cache": f"/home/{user}/{CACHE}",
-                                        "worker_repo": REPO_IN_IMAGE})
+                                        "worker_repo": REPO_IN_IMAGE, **kept})
     say(f"container image of {build.ref}: {tag} (worker user {entry['worker_user']}); pointer {store.pointer_file}")
     return entry
 
