@@ -127,3 +127,18 @@ def step_output(api, step):
         chunks = api.get(f"logs/{log['logid']}/contents")["logchunks"]
         said += [line[1:] for line in "".join(c["content"] for c in chunks).splitlines() if line[:1] in "oe"]
     return said
+
+
+def held_source(source, version, gate, only_with=""):
+    """The fixture as version in the folder source, whose configure waits (at most 2 min) while the file
+    gate (the path its build sees) is missing; with only_with, only a configure whose C flags hold it
+    (-fprofile-use: the optimised build's)."""
+    shutil.copytree(FIXTURE, source)
+    (source / "VERSION").write_text(f"{version}\n")
+    (source / "hold.sh").write_text(f'case "$1" in *"{only_with}"*) ;; *) exit 0 ;; esac\n'
+                                    f'for i in $(seq 600); do [ -e "{gate}" ] && exit 0; sleep 0.2; done\n')
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        "project(fixture C)\n",
+        'project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh "${CMAKE_C_FLAGS}")\n'))
+    return source

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from buildbot.process.results import EXCEPTION, RETRY
-from conftest import REPO, free_port, step_output
+from conftest import REPO, free_port, held_source, step_output
 
 from pgo import atomic
 from pgo.checksums import sha256_file, verify_sha256sums
@@ -197,16 +197,9 @@ def test_a_release_whose_container_was_killed_resumes_in_the_next_one(master, cu
     # build's configure waits while the gate file is missing.
     here = REPO / "work" / f"test-resume-{os.getpid()}"
     shutil.rmtree(here, ignore_errors=True)
-    source, gate = here / "fixture", here / "go"
-    shutil.copytree(REPO / "tests" / "fixture", source)
-    (source / "VERSION").write_text(f"{version}\n")
-    seen_gate = f"{current['worker_repo']}/{gate.relative_to(REPO)}"
-    (source / "hold.sh").write_text(f'case "$1" in *-fprofile-use*) ;; *) exit 0 ;; esac\n'
-                                    f'for i in $(seq 600); do [ -e "{seen_gate}" ] && exit 0; sleep 0.2; done\n')
-    cmake = source / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text().replace(
-        "project(fixture C)\n",
-        'project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh "${CMAKE_C_FLAGS}")\n'))
+    gate = here / "go"
+    source = held_source(here / "fixture", version, f"{current['worker_repo']}/{gate.relative_to(REPO)}",
+                         only_with="-fprofile-use")
     try:
         api = local.Api(settings.url)
         local.login_as_admin(settings, api)

@@ -8,7 +8,6 @@ and worker, what `./release` and `./release stop` say of a release that runs or 
 import http.server
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import free_port, step_output
+from conftest import free_port, held_source, step_output
 
 from buildmaster.settings import SETTINGS_ENV, load_settings
 from launcher import local
@@ -248,7 +247,6 @@ def test_a_master_with_only_container_workers_starts_no_worker_process(container
 
 # --- with a real master and worker (issue 43) -------------------------------------------------
 
-FIXTURE = REPO / "tests" / "fixture"
 HELD_VERSION = "1.0.5"
 WAIT = 90           # seconds for what a busy 2-core machine does in a few
 
@@ -271,19 +269,9 @@ def runtime(tmp_path_factory):
 
 
 def held_fixture(tmp_path, version, only_with=""):
-    """(the fixture as version, whose configure waits (at most 2 min) while the gate file is missing; with
-    only_with, only a configure whose C flags hold it; the gate)."""
-    source = tmp_path / "fixture-held"
-    shutil.copytree(FIXTURE, source)
-    (source / "VERSION").write_text(f"{version}\n")
+    """(the fixture as version, held while the gate file is missing (conftest.held_source); the gate)."""
     gate = tmp_path / "go"
-    (source / "hold.sh").write_text(f'case "$1" in *"{only_with}"*) ;; *) exit 0 ;; esac\n'
-                                    f'for i in $(seq 600); do [ -e "{gate}" ] && exit 0; sleep 0.2; done\n')
-    cmake = source / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text().replace(
-        "project(fixture C)\n",
-        'project(fixture C)\nexecute_process(COMMAND sh ${CMAKE_SOURCE_DIR}/hold.sh "${CMAKE_C_FLAGS}")\n'))
-    return source, gate
+    return held_source(tmp_path / "fixture-held", version, gate, only_with), gate
 
 
 @pytest.fixture
