@@ -445,6 +445,16 @@ def imports(docker):
     return [c for c in docker.with_name("docker.calls").read_text().splitlines() if c.startswith("import ")]
 
 
+def test_an_image_with_the_builds_folder_names_it_for_the_builds_volume(tmp_path, fake_docker):
+    """provision makes ~/worker/builds; the layout names it, and the master mounts the worker's builds
+    volume there (an interrupted release resumes in the next container)."""
+    store = Store(tmp_path / "images")
+    build = with_rootfs(fake_build(store, "gcc12", "20250101T000000Z"), tmp_path, "abc123")
+    (build.rootfs / "home/buildbot/worker/builds").mkdir(parents=True)
+    run_cli("--images", store.root, "promote", "gcc12", "--docker", fake_docker, check=0)
+    assert store.pointer()["current"]["worker_builds"] == "/home/buildbot/worker/builds"
+
+
 def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path, fake_docker):
     store = Store(tmp_path / "images")
     with_rootfs(fake_build(store, "gcc12", "20250101T000000Z"), tmp_path, "abc123")
@@ -457,6 +467,8 @@ def test_container_image_imports_the_current_rootfs_once_and_names_it(tmp_path, 
                                     "worker_repo")} == {
         "container_image": "pgo-worker/gcc12:20250101T000000Z", "worker_user": "buildbot", "worker_uid": 1000,
         "worker_gid": 1001, "worker_cache": "/home/buildbot/.cache/pgo", "worker_repo": "/srv/pgo"}
+    # An image made before the builds volume has no mount point for it: its containers get none.
+    assert "worker_builds" not in current
     # Docker 20.10 cannot read zstd: the tar goes in decompressed, with the compiler and labels.
     assert subprocess.run(["tar", "-tf", f"{docker}.stdin"], capture_output=True, text=True).stdout.split() == [
         "./", "./hello"]
