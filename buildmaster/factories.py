@@ -47,6 +47,7 @@ from pgo.config import build_config
 from pgo.lines import (
     bench_verdict_summary,
     bolt_check_summary,
+    package_summary,
     profile_check_summary,
     profile_use_summary,
     test_result_summary,
@@ -416,7 +417,8 @@ def package_factory(settings, package_format):
     f.addStep(GiveUpOnLostWorkers(settings.max_lost_workers))
     f.addStep(clean_step("packages"))
     f.addStep(pgo_step(settings, f"package-{package_format}", [
-        "package", "--workdir", util.Property("pgo_workdir"), "--format", package_format, "--out", PACKAGES]))
+        "package", "--workdir", util.Property("pgo_workdir"), "--format", package_format, "--out", PACKAGES],
+        record=on_worker(f"packages/{protocol.PACKAGE_INFO}"), read_record=package_summary))
     # Each format's folder has its own buildinfo.json and sha256sums.txt.
     f.addStep(bb_steps.DirectoryUpload(name="upload-packages", workersrc=PACKAGES,
                                        masterdest=util.Interpolate(f"%(prop:staging)s/{package_format}"),
@@ -440,7 +442,8 @@ def nightly_factory(settings):
     f.addStep(test_verdict_step(settings, baseline=lambda props: False))
     f.addStep(upload_test_results(settings, "work", "pgo"))
     f.addStep(pgo_step(settings, "package-bintar",
-                       ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES]))
+                       ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES],
+                       record=on_worker(f"packages/{protocol.PACKAGE_INFO}"), read_record=package_summary))
     f.addStep(bb_steps.DirectoryUpload(name="upload-tarball", workersrc=PACKAGES,
                                        masterdest=staging(settings, "bintar"), haltOnFailure=True))
     f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,

@@ -135,6 +135,14 @@ def profile_use_summary(verdict: Mapping[str, Any]) -> str:
             f"{verdict['coverage_mismatch']} mismatches;")
 
 
+def package_summary(info: Mapping[str, Any]) -> str:
+    """A package build's summary, from the buildinfo.json it wrote beside its packages: what it made."""
+    names = info["packages"]
+    label = f"PGO, profile {info['profile_id']}" if info["pgo"] == "on" else "plain"
+    made = names[0] if len(names) == 1 else f"{len(names)} packages, {names[0]} ..."
+    return f"{info['format']} of {info['product']} {info['package_version']}: {made} ({label});"
+
+
 def bolt_check(check):
     """BOLT's check of the binary it rewrote (pgo/bolt.py judge): how much of its profile matched the
     binary, how much code it moved."""

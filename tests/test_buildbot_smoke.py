@@ -133,6 +133,9 @@ def test_release_publishes_packages_with_checksums(master):
     assert any(f.startswith("profile-archive/fixture/1.0.0/") and f.endswith("manifest.json") for f in files)
     assert list((settings.downloads / STAGING).iterdir()) == []
     assert any("instrumented" in line for line in lines)
+    # Each package build names what it made, from the buildinfo.json beside its packages.
+    assert any(" package-bintar " in line and "bintar of fixture 1.0.0+pgo: fixture-1.0.0+pgo-linux-x86_64.tar.gz "
+               "(PGO, profile 1.0.0-" in line for line in lines), "\n".join(lines)
     # The publish step links the folder and each package; the master serves them.
     api = local.Api(settings.url)
     publish_step = next(s for s in api.get(f"builds/{build['buildid']}/steps")["steps"] if s["name"] == "publish")

@@ -13,7 +13,7 @@ import tarfile
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import PipelineError, source
+from pgo import PipelineError, lines, source
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
@@ -82,6 +82,13 @@ def test_buildinfo_names_source_compiler_flags_and_profile(builds, published):
     plain = buildinfo(published["plain", "deb"])
     assert plain["pgo"] == "off" and plain["profile_id"] is None and plain["profile_use"] is None
     assert plain["binary"]["variant"] == "plain"
+    # The package build's summary on the build page: what it made, and its label.
+    assert lines.package_summary(info) == (f"deb of fixture 1.0.0+pgo: 2 packages, fixture_1.0.0+pgo-1_amd64.deb "
+                                           f"... (PGO, profile {info['profile_id']});")
+    assert lines.package_summary(buildinfo(published["pgo", "bintar"])).startswith(
+        "bintar of fixture 1.0.0+pgo: fixture-1.0.0+pgo-linux-x86_64.tar.gz (PGO, profile 1.0.0-")
+    assert lines.package_summary(plain) == ("deb of fixture 1.0.0: 2 packages, fixture_1.0.0-1_amd64.deb ... "
+                                            "(plain);")
 
 
 def test_bintar_holds_the_checked_binary_under_mariadbs_naming(builds, published):
