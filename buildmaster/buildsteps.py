@@ -218,6 +218,7 @@ class PublishFolder(buildstep.BuildStep):
         yield self.addCompleteLog("published", "\n".join(lines) + "\n")
         self.setProperty("published", str(self.destination), "publish")
         if self.served:
+            yield threads.deferToThread(publish.write_downloads_index, self.served[0])
             yield self.link_packages(download_url(*self.served, self.destination) + "/")
         self.descriptionDone = f"published {count} files"
         return SUCCESS

@@ -6,16 +6,25 @@ readers see a complete folder with its sha256sums.txt or no folder at all.
 Nothing published is ever replaced.
 """
 
+import html
+import json
 import os
 import shutil
 import time
 from pathlib import Path
 
-from pgo import PipelineError, atomic
-from pgo.checksums import SUMS, write_sha256sums
+from pgo import PipelineError, atomic, lines
+from pgo.checksums import SUMS, sha256_file, write_sha256sums
 
 STAGING = ".incoming"
 PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
+INDEX = "index.html"          # the downloads server (Twisted's static.File) shows it for its folder
+# What a published folder's records say, each through the line the build page shows (pgo/lines.py).
+RECORD_LINES = (("profile check", "profile-check.json", lines.profile_check_summary),
+                ("profile use", "profile-use.json", lines.profile_use_summary),
+                ("benchmark gate", "benchmark/result.json", lines.bench_verdict_summary),
+                ("tests, optimised build", "tests/pgo/results.json", lines.test_result_summary),
+                ("tests, plain build", "tests/plain/results.json", lines.test_result_summary))
 
 
 class PublishError(PipelineError):
@@ -38,12 +47,75 @@ def publish(staging: str | os.PathLike, destination: str | os.PathLike) -> int:
         raise PublishError(f"{destination} is already published; a release is never replaced")
     if not staging.is_dir() or not any(p.is_file() for p in staging.rglob("*")):
         raise PublishError(f"nothing to publish: the build uploaded no files into {staging}")
+    write_index(staging, destination)
     count = write_sha256sums(staging)
     try:
         atomic.reveal(staging, destination)
     except FileExistsError:
         raise PublishError(f"{destination} is already published; a release is never replaced") from None
     return count
+
+
+def record(folder, name):
+    try:
+        return json.loads((Path(folder) / name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_index(folder, destination):
+    """The folder's index.html: what was built (from build-info.json), its records' lines, the benchmark's
+    plots and report, and every package with its size and sha256."""
+    folder = Path(folder)
+    info = record(folder, "build-info.json") or {}
+    label = "PGO" if info.get("pgo") == "on" else "plain"
+    title = f"{info.get('product', '?')} {info.get('version', '?')} ({label}) for {Path(destination).name}"
+    rows = [("configuration", info.get("config")), ("profile", info.get("profile_id")),
+            ("compiler", (info.get("compiler") or {}).get("banner")),
+            ("flags fingerprint", info.get("flags_fingerprint"))]
+    for what, name, line in RECORD_LINES:
+        data = record(folder, name)
+        if data is not None:
+            try:
+                rows.append((what, line(data)))
+            except (KeyError, TypeError, ValueError):
+                rows.append((what, f"unreadable {name}"))
+    e = html.escape
+    parts = [f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{e(title)}</title></head><body>",
+             f"<h1>{e(title)}</h1>", "<table>"]
+    parts += [f"<tr><th align=\"left\">{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows if v]
+    parts.append("</table>")
+    plots = sorted(p.name for p in (folder / "benchmark").glob("*.png"))
+    if plots or (folder / "benchmark" / "report.md").is_file():
+        parts.append("<h2>Benchmark</h2>")
+        parts += [f'<img src="benchmark/{e(name)}" alt="{e(name)}" width="640">' for name in plots]
+        if (folder / "benchmark" / "report.md").is_file():
+            parts.append(f"<pre>{e((folder / 'benchmark' / 'report.md').read_text(errors='replace'))}</pre>")
+    parts += ["<h2>Packages</h2>", "<table><tr><th>file</th><th>bytes</th><th>sha256</th></tr>"]
+    for name in packages(folder):
+        parts.append(f'<tr><td><a href="{e(name)}">{e(name)}</a></td><td align="right">'
+                     f"{(folder / name).stat().st_size:,}</td><td><code>{sha256_file(folder / name)}</code></td></tr>")
+    parts.append("</table>")
+    # sha256sums.txt is written after this page, over it too.
+    links = [*test_reports(folder), *(n for n in ("build-info.json", "profile-archive/") if (folder / n).exists()),
+             SUMS]
+    parts.append("<h2>Records</h2><ul>" + "".join(f'<li><a href="{e(n)}">{e(n)}</a></li>' for n in links) + "</ul>")
+    parts.append("</body></html>\n")
+    atomic.write(folder / INDEX, "\n".join(parts).encode())
+
+
+def write_downloads_index(downloads):
+    """The downloads site's front page: every published release and nightly (the folders with an index
+    page), newest first."""
+    downloads = Path(downloads)
+    folders = sorted((p for p in downloads.glob("*/*") if (p / INDEX).is_file()),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    e = html.escape
+    items = "".join(f'<li><a href="{e(str(p.relative_to(downloads)))}/">{e(str(p.relative_to(downloads)))}</a></li>'
+                    for p in folders)
+    atomic.write(downloads / INDEX, (
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>PGO releases</title></head><body>"
+        f"<h1>PGO releases</h1><ul>{items}</ul></body></html>\n").encode())
 
 
 def packages(folder: str | os.PathLike) -> list[str]:

@@ -5,6 +5,7 @@ runtime folder with free ports and SQLite; driven through the REST API.
 """
 
 import getpass
+import json
 import platform
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ from conftest import free_port
 from buildmaster.publish import STAGING
 from buildmaster.settings import SETTINGS_ENV
 from launcher import local
-from pgo.checksums import verify_sha256sums
+from pgo.checksums import sha256_file, verify_sha256sums
 from pgo.toolchain import detect
 
 FORMATS = ["bintar", "deb", "rpm"]
@@ -150,7 +151,18 @@ def test_release_publishes_packages_with_checksums(master):
     assert links == {name: folder_url + name for name in packages}
     for name, url in links.items():
         assert fetch(url) == (published / name).read_bytes(), url
-    assert "sha256sums.txt" in fetch(folder_url).decode()
+    # The folder's page (index.html, under the checksums too): what was built, its records' lines, every
+    # package with its size and sha256; the site's front page lists the release.
+    page = fetch(folder_url).decode()
+    assert "<title>fixture 1.0.0 (PGO) for local</title>" in page and "sha256sums.txt" in page
+    assert "<th align=\"left\">tests, optimised build</th><td>fixture tests release: 2 passed, 0 failed" in page, page
+    profile_id = json.loads((published / "build-info.json").read_text())["profile_id"]
+    assert f"<td>{profile_id}</td>" in page and f"<td>profile {profile_id}: 2 of 2 objects trained;" in page, page
+    deb = published / "deb" / "fixture_1.0.0+pgo-1_amd64.deb"
+    assert f'<a href="deb/{deb.name}">deb/{deb.name}</a></td><td align="right">{deb.stat().st_size:,}</td>' in page
+    assert sha256_file(deb) in page
+    assert "index.html" in (published / "sha256sums.txt").read_text()
+    assert '<a href="1.0.0/local/">1.0.0/local</a>' in fetch(settings.downloads_url).decode()
     # The release is a change: the UI's grid and console views show builds by change.
     (change,) = api.get(f"builds/{build['buildid']}/changes")["changes"]
     assert (change["revision"], change["author"], change["category"]) == ("1.0.0", "admin", "release")
