@@ -170,6 +170,14 @@ def default_config(data=None):
     return name
 
 
+# The keys a configuration may set (a misspelt one would be ignored: refused instead, as the image
+# definitions refuse theirs), and those of its `reduced` table.
+CONFIG_KEYS = ("product", "line", "inherits", "cmake", "reduced", "lto", "bolt", "debian_rules", "debian_patches",
+               "generator", "compile_flags", "link_flags", "trained_dirs", "features_off", "features_required")
+REDUCED_KEYS = ("cmake", "variants")
+RETIRED_KEYS = ("debian_suite",)    # refused below, with what replaced it
+
+
 def build_config(name, data=None):
     """Resolve a configuration and its `inherits` chain into a BuildConfig."""
     data = data or load()
@@ -184,6 +192,12 @@ def build_config(name, data=None):
         if current in seen:
             raise PipelineError(f"configuration '{name}' inherits from itself")
         seen.add(current)
+        for key, known in (("", CONFIG_KEYS), ("reduced.", REDUCED_KEYS)):
+            table = configs[current] if not key else configs[current].get("reduced", {})
+            unknown = sorted(set(table) - set(known) - set(RETIRED_KEYS)) if isinstance(table, dict) else []
+            if unknown:
+                raise PipelineError(f"configuration '{current}': unknown setting '{key}{unknown[0]}' (known: "
+                                    f"{', '.join(known)})")
         chain.append(configs[current])
         current = configs[current].get("inherits")
     chain.reverse()

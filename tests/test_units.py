@@ -88,6 +88,12 @@ def test_lto_is_a_setting_the_nearest_configuration_decides():
     (config(zzz={"product": "p", "trained_dirs": "storage/rocksdb"}),
      "trained_dirs = 'storage/rocksdb' is not a list of folders"),
     (config(zzz={"product": "p", "cmake": ["-DCMAKE_EXE_LINKER_FLAGS=-flto"]}), "set `lto = true` instead"),
+    # A misspelt setting would be ignored: refused, in this configuration or a parent.
+    (config(zzz={"product": "p", "ltoo": True}), r"^configuration 'zzz': unknown setting 'ltoo' \(known: product, "),
+    (config(base={"product": "p", "cmakee": []}, zzz={"inherits": "base"}),
+     r"^configuration 'base': unknown setting 'cmakee'"),
+    (config(zzz={"product": "p", "reduced": {"variant": ["plain"]}}),
+     r"^configuration 'zzz': unknown setting 'reduced.variant' \(known: cmake, variants\)$"),
 ])
 def test_bad_configurations_are_refused(data, message):
     with pytest.raises(PipelineError, match=message):
