@@ -169,7 +169,7 @@ class PgoBuild(Build):
         yield super().buildPreparationFailure(why, state_string)
         if not self.stopped and isinstance(why, Failure) and why.check(LatentWorkerFailedToSubstantiate,
                                                                         LatentWorkerCannotSubstantiate):
-            self.start_failure = next((line for line in str(why.value).splitlines() if line.strip()), None)
+            self.start_failure = lines.first_line(why.value) or None
             if self.start_failure:
                 yield self.master.data.updates.setStepStateString(self._preparation_step.stepid, self.start_failure)
 

@@ -30,7 +30,7 @@ from twisted.python.failure import Failure
 
 from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, MASTER_HOST, WORKER_PORT, SettingsError
 from pgo import REPO, platforms, process
-from pgo.lines import without_terminal_codes
+from pgo.lines import first_line, without_terminal_codes
 from pgo.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release (a worker's start_timeout overrides).
@@ -200,14 +200,14 @@ def docker_image_state(docker_host, image):
     try:
         client = docker.APIClient(base_url=docker_host, timeout=DOCKER_ANSWER_TIMEOUT)
     except (docker.errors.DockerException, requests.RequestException) as e:
-        return str(e).splitlines()[0] if str(e) else type(e).__name__
+        return first_line(e) or type(e).__name__
     try:
         client.inspect_image(image)
         return "present"
     except docker.errors.ImageNotFound:
         return "missing"
     except (docker.errors.DockerException, requests.RequestException) as e:
-        return str(e).splitlines()[0] if str(e) else type(e).__name__
+        return first_line(e) or type(e).__name__
     finally:
         client.close()
 
@@ -228,10 +228,6 @@ def check_image_on_docker_host(spec, image):
 
 def human_seconds(seconds):
     return f"{seconds // 60} min" if seconds >= 120 and seconds % 60 == 0 else f"{seconds} s"
-
-
-def first_line(text):
-    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
 
 
 class BoundedStart:

@@ -22,6 +22,11 @@ def without_terminal_codes(text: str) -> str:
     return TERMINAL_CODE.sub("", text)
 
 
+def first_line(text: object) -> str:
+    """The first line of text (an error, a console) that is not blank, stripped; "" for none."""
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
 def tagged(tag: str, text: object) -> str:
     """A line of a phase (or of the benchmark) on the console: `[tag] text`."""
     return f"[{tag}] {text}"
