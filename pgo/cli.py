@@ -145,7 +145,7 @@ def make_parser():
     configs = sub.add_parser("configs", help="list the named configurations")
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
     archive_cli.register(sub)
-    resume.add_parser(sub)
+    resume.register(sub)
     bench.register(sub)
     builddeps.register(sub)
     compare_debs.register(sub)

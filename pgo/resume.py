@@ -123,7 +123,7 @@ def cmd_resume(args):
     prepare(args.folder, request, entry_names(args.keep, "--keep"), entry_names(args.clean, "--clean"))
 
 
-def add_parser(sub):
+def register(sub):
     resume = sub.add_parser("resume", help="prepare a builder's folder: keep the work of an interrupted build "
                             "of the same request, else start clean")
     resume.add_argument("--folder", required=True, help="the builder's folder")
