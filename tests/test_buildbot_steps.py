@@ -311,12 +311,15 @@ class PublishFolderTest(StepTest):
         tmp = self.tmp_path()
         staging, destination = self.staged(tmp), tmp / "1.0.0" / "local"
         self.setup_step(PublishFolder(str(staging), str(destination)))
-        self.expect_outcome(result=SUCCESS, state_string="published 2 files")
+        # The package, build-info.json and the folder's page (index.html, buildmaster/publish.py).
+        self.expect_outcome(result=SUCCESS, state_string="published 3 files")
         self.expect_property("published", str(destination), "publish")
         await self.run_step()
         self.assertFalse(staging.exists())
         sums = (destination / "sha256sums.txt").read_text()
         self.assertIn(f"{hashlib.sha256(b'tarball').hexdigest()}  bintar/x-1.0.0.tar.gz\n", sums)
+        self.assertIn("  index.html\n", sums)
+        self.assertIn('<a href="bintar/x-1.0.0.tar.gz">', (destination / "index.html").read_text())
         self.assertEqual(verify_sha256sums(destination), [])
 
     async def test_never_replaces_a_published_release(self):
@@ -337,7 +340,7 @@ class PublishFolderTest(StepTest):
             (tmp / "nightly" / name / "sha256sums.txt").write_text("")
         destination = tmp / "nightly" / "20260103-030000-10.11.18-b3"
         self.setup_step(PublishFolder(str(self.staged(tmp)), str(destination), keep=2))
-        self.expect_outcome(result=SUCCESS, state_string="published 2 files")
+        self.expect_outcome(result=SUCCESS, state_string="published 3 files")
         await self.run_step()
         self.assertEqual(sorted(p.name for p in (tmp / "nightly").iterdir()),
                          ["20260102-030000-10.11.18-b2", "20260103-030000-10.11.18-b3"])
