@@ -7,7 +7,6 @@ Nothing published is ever replaced.
 """
 
 import html
-import json
 import os
 import shutil
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, lines
 from pgo.checksums import SUMS, sha256_file, write_sha256sums
+from pgo.readers import read_json
 
 STAGING = ".incoming"
 PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
@@ -47,8 +47,10 @@ def publish(staging: str | os.PathLike, destination: str | os.PathLike) -> int:
         raise PublishError(f"{destination} is already published; a release is never replaced")
     if not staging.is_dir() or not any(p.is_file() for p in staging.rglob("*")):
         raise PublishError(f"nothing to publish: the build uploaded no files into {staging}")
-    write_index(staging, destination)
-    count = write_sha256sums(staging)
+    # The packages are hashed once, for their rows on the folder's page and for sha256sums.txt.
+    digests = {name: sha256_file(staging / name) for name in packages(staging)}
+    write_index(staging, destination, digests)
+    count = write_sha256sums(staging, known=digests)
     try:
         atomic.reveal(staging, destination)
     except FileExistsError:
@@ -57,15 +59,16 @@ def publish(staging: str | os.PathLike, destination: str | os.PathLike) -> int:
 
 
 def record(folder, name):
+    """A published record's data; None when the build did not write it, or it cannot be read."""
     try:
-        return json.loads((Path(folder) / name).read_text())
-    except (OSError, ValueError):
+        return read_json(Path(folder) / name, name)
+    except PipelineError:
         return None
 
 
-def write_index(folder, destination):
+def write_index(folder, destination, digests):
     """The folder's index.html: what was built (from build-info.json), its records' lines, the benchmark's
-    plots and report, and every package with its size and sha256."""
+    plots and report, and every package with its size and sha256 (digests: {package: sha256})."""
     folder = Path(folder)
     info = record(folder, "build-info.json") or {}
     label = "PGO" if info.get("pgo") == "on" else "plain"
@@ -92,9 +95,9 @@ def write_index(folder, destination):
         if (folder / "benchmark" / "report.md").is_file():
             parts.append(f"<pre>{e((folder / 'benchmark' / 'report.md').read_text(errors='replace'))}</pre>")
     parts += ["<h2>Packages</h2>", "<table><tr><th>file</th><th>bytes</th><th>sha256</th></tr>"]
-    for name in packages(folder):
+    for name, digest in digests.items():
         parts.append(f'<tr><td><a href="{e(name)}">{e(name)}</a></td><td align="right">'
-                     f"{(folder / name).stat().st_size:,}</td><td><code>{sha256_file(folder / name)}</code></td></tr>")
+                     f"{(folder / name).stat().st_size:,}</td><td><code>{digest}</code></td></tr>")
     parts.append("</table>")
     # sha256sums.txt is written after this page, over it too.
     links = [*test_reports(folder), *(n for n in ("build-info.json", "profile-archive/") if (folder / n).exists()),

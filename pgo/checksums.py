@@ -14,11 +14,13 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def write_sha256sums(folder):
-    """sha256sums.txt over every file below folder; returns how many files it lists."""
+def write_sha256sums(folder, known=None):
+    """sha256sums.txt over every file below folder; returns how many files it lists. known: {relative path:
+    sha256} of files the caller hashed already (and did not change since), not read again."""
     folder = Path(folder)
+    known = known or {}
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / SUMS)
-    lines = [f"{sha256_file(p)}  {p.relative_to(folder)}\n" for p in files]
+    lines = [f"{known.get(str(p.relative_to(folder))) or sha256_file(p)}  {p.relative_to(folder)}\n" for p in files]
     (folder / SUMS).write_text("".join(lines))
     return len(files)
 
