@@ -87,6 +87,7 @@ def on_worker(name):
     return util.Interpolate(f"%(prop:builddir)s/{name}")
 
 
+BUILDER_FOLDER = util.Interpolate("%(prop:builddir)s")
 WORK = on_worker("work")
 PLAIN = on_worker("work-plain")
 BENCH = on_worker("bench")
@@ -310,7 +311,7 @@ def release_request(props):
 def resume_step(settings):
     """Keep the work of an interrupted build of the same request (a lost worker, `./release stop`), else
     start clean."""
-    return pgo_step(settings, "resume", ["resume", "--folder", util.Interpolate("%(prop:builddir)s"),
+    return pgo_step(settings, "resume", ["resume", "--folder", BUILDER_FOLDER,
                                          "--request", release_request, "--keep", *RESUMABLE,
                                          "--clean", *NOT_RESUMED])
 
@@ -318,14 +319,14 @@ def resume_step(settings):
 def forget_request_step(settings):
     """The build ended (any result: run after a failure or a cancel too), so the next one starts clean; an
     interrupted build never gets here (no worker to run it on), and the next resumes it."""
-    return pgo_step(settings, "forget-request", ["resume", "--folder", util.Interpolate("%(prop:builddir)s"),
+    return pgo_step(settings, "forget-request", ["resume", "--folder", BUILDER_FOLDER,
                                                  "--forget"], alwaysRun=True, haltOnFailure=False,
                     flunkOnFailure=False, warnOnFailure=True)
 
 
 def clean_step(*names):
     return bb_steps.ShellCommand(name="clean", descriptionDone="clean", command=["rm", "-rf", *names],
-                                 workdir=util.Interpolate("%(prop:builddir)s"), haltOnFailure=True,
+                                 workdir=BUILDER_FOLDER, haltOnFailure=True,
                                  logEnviron=False)
 
 

@@ -21,9 +21,8 @@ from pathlib import Path
 
 from pgo import atomic, process
 from pgo.checksums import sha256_file
-from pgo.resume import BUILDERS_DIR
 from vm_images import ImageError, chroot
-from vm_images.container import CACHE, REPO_IN_IMAGE, START, TAC, WORKER_DIR, container_tag
+from vm_images.container import CACHE, REPO_IN_IMAGE, START, TAC, WORKER_DIR, builds_folder, container_tag
 from vm_images.definition import MASTER_REQUIREMENTS
 from vm_images.store import ARTIFACTS, DISK, INITRD, KERNEL, MANIFEST, ROOTFS_TARBALL, now
 
@@ -137,7 +136,7 @@ def provision(image, build_id, rootfs, log):
     # A new named volume (the container worker's cache, its builds) takes the owner of its mount point.
     home = f"/home/{user}"
     in_image(rootfs, ["install", "-d", "-o", user, "-g", user, f"{home}/.cache", f"{home}/{CACHE}",
-                      f"{home}/{WORKER_DIR}", f"{home}/{WORKER_DIR}/{BUILDERS_DIR}"], log)
+                      f"{home}/{WORKER_DIR}", builds_folder(user)], log)
     wants = rootfs / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     (wants / "buildbot-worker.service").unlink(missing_ok=True)
@@ -293,7 +292,7 @@ def container_start(image):
     return f"""#!/bin/sh
 apt-get update -qq || echo "start-container: apt-get update failed; apt's lists are the image's" >&2
 basedir=/home/{user}/{WORKER_DIR}
-mkdir -p "$basedir/{BUILDERS_DIR}" && chown {user}:{user} "$basedir" "$basedir/{BUILDERS_DIR}"
+mkdir -p "{builds_folder(user)}" && chown {user}:{user} "$basedir" "{builds_folder(user)}"
 (umask 077 && printf '%s' "$WORKERPASS" > "$basedir/{PASSWORD_FILE}") && chown {user}:{user} "$basedir/{PASSWORD_FILE}"
 cd "$basedir"
 exec setpriv --reuid={user} --regid={user} --init-groups env -u WORKERPASS HOME=/home/{user} USER={user} \\

@@ -29,6 +29,12 @@ TAC = "/opt/buildbot-worker/container.tac"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CACHE = ".cache/pgo"            # the pipeline's download and source cache, in the worker's home
 WORKER_DIR = "worker"         # in the worker user's home; holds buildbot.tac once deployed
+
+
+def builds_folder(user):
+    """Where the worker keeps its builder folders (pgo/resume.py BUILDERS_DIR): a container worker's builds
+    volume is mounted there."""
+    return f"/home/{user}/{WORKER_DIR}/{BUILDERS_DIR}"
 # This repository inside the image, read-only: where the image's tests and a container worker see it.
 REPO_IN_IMAGE = "/srv/pgo"
 LABEL_PREFIX = "org.pgo.image"
@@ -105,7 +111,7 @@ def make_container_image(store, docker="docker", say=print):
     tag = import_build(build, docker, say)
     user = build.manifest["definition"]["worker"]["user"]
     uid, gid = worker_ids(build.rootfs, user)
-    builds = f"/home/{user}/{WORKER_DIR}/{BUILDERS_DIR}"
+    builds = builds_folder(user)
     # Where a container keeps its builder folders in a volume: images made before that have no mount
     # point for it, and their containers none.
     kept = {"worker_builds": builds} if (build.rootfs / builds.lstrip("/")).is_dir() else {}
