@@ -30,6 +30,7 @@ from buildmaster import publish
 from buildmaster.downloads import download_url
 from pgo import REPO, lines, protocol
 from pgo.errors import error_reason
+from pgo.readers import read_json
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -53,18 +54,20 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
     verdict step decides). With verdict_on_failure, a command that failed without an
     error line failed by the verdict it recorded (the benchmark's gate), which becomes
     the step's summary. A failed command's summary is its error line (what `./release`
-    prints for it too).
+    prints for it too). With keep, (property, pick), pick(record) becomes a build property too: what the
+    release dashboard (buildmaster/dashboard.py) shows of the build, from the record, not from a summary.
     """
 
     renderables = ["record"]
 
-    def __init__(self, record=None, read_record=None, warns=None, verdict_on_failure=False, **kwargs):
+    def __init__(self, record=None, read_record=None, warns=None, verdict_on_failure=False, keep=None, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
         self.record = record
         self.read_record = read_record
         self.warns = warns
         self.verdict_on_failure = verdict_on_failure
+        self.keep = keep
         self.latest_progress = None
         self.result_line = None
         self.error = None
@@ -99,6 +102,9 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
             self.error = None if failed else str(e)
             return WARNINGS
         self.use_record(record)
+        if self.keep:
+            name, pick = self.keep
+            self.setProperty(name, pick(record), self.name)
         self.result_line = self.read_record(record)
         self.updateSummary()
         return WARNINGS if self.warns and self.warns(record) else SUCCESS
@@ -228,6 +234,7 @@ class PublishFolder(buildstep.BuildStep):
         self.setProperty("published_url", url, "publish")
         yield self.addURL("download folder", url)
         packages = yield threads.deferToThread(publish.packages, self.destination)
+        self.setProperty("packages", packages, "publish")
         for package in packages:
             yield self.addURL(package, url + package)
         reports = yield threads.deferToThread(publish.test_reports, self.destination)
@@ -241,6 +248,42 @@ class PublishFolder(buildstep.BuildStep):
             where = download_url(*self.served, self.destination) + "/" if self.served else self.destination
             summary["build"] = f"published to {where}"
         return summary
+
+
+class RecordTestResults(buildstep.BuildStep):
+    """A test run's per-test outcomes (the results.json it uploaded to the staging folder) in Buildbot's own
+    test-result store: the build page lists them under this step, and the data API keeps each test's
+    history across builds (a flaky test, a test that fails on the optimised build only). A test passed if
+    an attempt passed (pgo/testrun.py summarise); skipped tests have no result. A run without its record
+    only warns: the verdict step decided already."""
+
+    renderables = ["results"]
+
+    def __init__(self, results, build, **kwargs):
+        kwargs.setdefault("haltOnFailure", False)
+        kwargs.setdefault("flunkOnFailure", False)
+        kwargs.setdefault("warnOnFailure", True)
+        super().__init__(**kwargs)
+        self.results = results
+        self.build_label = build
+
+    @defer.inlineCallbacks
+    def run(self):
+        try:
+            record = yield threads.deferToThread(read_json, self.results, "the test results", ValueError)
+            outcomes = record["outcomes"]
+            title = f"{record['runner']} {record['set']}, {self.build_label} build"
+        except (ValueError, KeyError, TypeError) as e:
+            self.descriptionDone = lines.first_line(e) or "no test results"
+            return WARNINGS
+        setid = yield self.addTestResultSet(title, "pass_fail", "boolean")
+        counts = {"passed": 0, "failed": 0}
+        for name, outcome in sorted(outcomes.items()):
+            if outcome in counts:
+                counts[outcome] += 1
+                self.addTestResult(setid, "1" if outcome == "passed" else "0", test_name=name)
+        self.descriptionDone = f"{title}: {counts['passed']} passed, {counts['failed']} failed"
+        return SUCCESS
 
 
 class DiscardStaging(buildstep.BuildStep):

@@ -3,6 +3,7 @@
 from buildbot.plugins import util
 
 from buildmaster.builders import make_builders
+from buildmaster.dashboard import DASHBOARD, make_app
 from buildmaster.downloads import DownloadsServer
 from buildmaster.schedulers import make_schedulers
 from buildmaster.workers import make_workers
@@ -13,8 +14,11 @@ def web_ui(settings):
     admins = sorted(settings.admins)
     return {
         "port": f"tcp:{settings.web_port}:interface={settings.listen}",
-        # Buildbot's own views (requirements/master.txt pins them with the master).
-        "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
+        # Buildbot's own views (requirements/master.txt pins them with the master), and the release
+        # dashboard through its WSGI dashboards plugin (buildmaster/dashboard.py).
+        "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {},
+                    "wsgi_dashboards": [{"name": DASHBOARD, "caption": "Releases", "order": 1, "icon": "rocket",
+                                         "app": make_app(settings.title, settings.url)}]},
         "auth": util.UserPasswordAuth(dict(settings.admins)),
         "authz": util.Authz(
             allowRules=[

@@ -37,9 +37,11 @@ from buildmaster.buildsteps import (
     MasterPgoCommand,
     PgoCommand,
     PublishFolder,
+    RecordTestResults,
     ResolveVersion,
     pgo_factory,
 )
+from buildmaster.kept import keep
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
 from pgo import protocol
 from pgo.bench.policy import RELEASE
@@ -116,16 +118,19 @@ def test_results(workdir_name):
                           util.Property("builddir"), TEST_SET)
 
 
+RELEASE_PREFIX, PACKAGE_PREFIX, NIGHTLY_PREFIX = "release-", "package-", "nightly-"
+
+
 def release_builder_name(platform):
-    return f"release-{platform.name}"
+    return f"{RELEASE_PREFIX}{platform.name}"
 
 
 def package_builder_name(platform, package_format):
-    return f"package-{platform.name}-{package_format}"
+    return f"{PACKAGE_PREFIX}{platform.name}-{package_format}"
 
 
 def nightly_builder_name(platform):
-    return f"nightly-{platform.name}"
+    return f"{NIGHTLY_PREFIX}{platform.name}"
 
 
 def staging(settings, below=""):
@@ -182,7 +187,7 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", resum
               *(["--resume"] if resume else [])]
     if pgo == "off":
         return [pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
-                         **kwargs) for name in PIPELINES["off"]]
+                         **keep(prefix + name), **kwargs) for name in PIPELINES["off"]]
     # The build's own archive, never the master's: the entry the master picked is in it.
     common += ["--archive", WORKER_ARCHIVE, "--archive-kind", archive_kind, util.Transform(
         lambda profile, entry: ["--profile-from", entry] if reusing(profile) else [],
@@ -193,8 +198,9 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", resum
     for name in order:
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]
         steps.append(pgo_step(settings, prefix + name, [*common, "--phase", name], **result_reading(name, workdir),
+                              **keep(prefix + name), **kwargs,
                               doStepIf=lambda step, name=name, wanted=wanted: build_pipeline(step) in wanted
-                              and configured(name, step), **kwargs))
+                              and configured(name, step)))
         if name == "archive":
             steps += profile_to_master(settings)
     return steps
@@ -257,15 +263,19 @@ def test_verdict_step(settings, baseline):
 
     verdict = util.Transform(in_test_results(protocol.TEST_VERDICT), WORK, TEST_SET)
     return pgo_step(settings, "test-verdict", ["test-verdict", "--candidate", WORK, "--set", TEST_SET, compared_with],
-                    record=verdict, read_record=test_verdict_summary)
+                    record=verdict, read_record=test_verdict_summary, **keep("test-verdict"))
 
 
 def upload_test_results(settings, workdir_name, build_name, **kwargs):
-    """The test set's JUnit file, results and skip list, published beside the packages."""
-    return bb_steps.MultipleFileUpload(name=f"upload-tests-{build_name}", workdir=test_results(workdir_name),
-                                       workersrcs=list(protocol.TEST_REPORTS),
-                                       masterdest=staging(settings, f"tests/{build_name}"),
-                                       haltOnFailure=True, **kwargs)
+    """The test set's JUnit file, results and skip list, published beside the packages; each test's outcome
+    in Buildbot's own store too (the build page's test results, a test's history across builds)."""
+    return [bb_steps.MultipleFileUpload(name=f"upload-tests-{build_name}", workdir=test_results(workdir_name),
+                                        workersrcs=list(protocol.TEST_REPORTS),
+                                        masterdest=staging(settings, f"tests/{build_name}"),
+                                        haltOnFailure=True, **kwargs),
+            RecordTestResults(staging(settings, f"tests/{build_name}/{protocol.TEST_RESULTS}"),
+                              "optimised" if build_name == "pgo" else build_name,
+                              name=f"test-results-{build_name}", **kwargs)]
 
 
 def version_step(settings):
@@ -376,13 +386,14 @@ def release_factory(settings, platform):
     # machine's doing, one failing on the optimised build only the profile's or LTO's.
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", resume=True, doStepIf=benchmark_wanted))
     f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
-    f.addStep(upload_test_results(settings, "work", "pgo"))
-    f.addStep(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
+    f.addSteps(upload_test_results(settings, "work", "pgo"))
+    f.addSteps(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker(protocol.staged("work-plain")),
         "--candidate", on_worker(protocol.staged("work")),
         "--out", BENCH, *settings.bench_options, *gate_options(settings)],
-        record=BENCH_RESULT, read_record=bench_verdict_summary, verdict_on_failure=True, doStepIf=benchmark_wanted))
+        record=BENCH_RESULT, read_record=bench_verdict_summary, verdict_on_failure=True, doStepIf=benchmark_wanted,
+        **keep("benchmark")))
     # The archive phase stored the profile for later builds (--profile-from); the
     # release's own one-entry archive is published with its packages, or not at all.
     f.addStep(pgo_step(settings, "release-profile",
@@ -441,7 +452,7 @@ def nightly_factory(settings):
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
     f.addStep(test_verdict_step(settings, baseline=lambda props: False))
-    f.addStep(upload_test_results(settings, "work", "pgo"))
+    f.addSteps(upload_test_results(settings, "work", "pgo"))
     f.addStep(pgo_step(settings, "package-bintar",
                        ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES],
                        record=on_worker(f"packages/{protocol.PACKAGE_INFO}"), read_record=package_summary))

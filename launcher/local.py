@@ -20,6 +20,7 @@ import base64
 import getpass
 import http.client
 import http.cookiejar
+import importlib.metadata
 import json
 import os
 import platform
@@ -822,20 +823,39 @@ def pinned_buildbot():
     raise LocalError(f"{REQUIREMENTS} pins no buildbot version")
 
 
+# What the master imports beyond Buildbot itself: its web UI's plugins (buildmaster/config.py).
+MASTER_DISTRIBUTIONS = ("buildbot", "buildbot-www", "buildbot-grid-view", "buildbot-console-view",
+                        "buildbot-waterfall-view", "buildbot-wsgi-dashboards", "Flask")
+
+
+def missing_distributions():
+    """The master's distributions this Python lacks, or has in another version than requirements/master.txt
+    pins."""
+    pins = dict(line.split("#", 1)[0].strip().lower().split("==", 1) for line in REQUIREMENTS.read_text().splitlines()
+                if "==" in line.split("#", 1)[0])
+    missing = []
+    for name in MASTER_DISTRIBUTIONS:
+        try:
+            if importlib.metadata.version(name) != pins[name.lower()]:
+                missing.append(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
 def ensure_buildbot(runtime, argv):
-    """Re-run in run/venv, with the pinned Buildbot installed, unless this Python has it."""
-    try:
-        import buildbot
-        if buildbot.version == pinned_buildbot():
-            return
-    except ImportError:
-        pass
+    """Re-run in run/venv, with the pinned Buildbot and its plugins installed, unless this Python has them;
+    a run/venv made before a pin changed is brought up to date."""
+    if not missing_distributions():
+        return
     venv = runtime.root / "venv"
     python = venv / "bin" / "python3"
     if Path(sys.executable).resolve() == python.resolve():
-        raise LocalError(f"{venv} lacks Buildbot {pinned_buildbot()}: remove it and run again")
-    if not python.is_file():
-        say(f"installing Buildbot {pinned_buildbot()} into {venv}")
+        raise LocalError(f"{venv} lacks {', '.join(missing_distributions())} as {REQUIREMENTS.name} pins them: "
+                         "remove it and run again")
+    if not python.is_file() or process.run([python, "-c", "import sys, launcher.local as l; "
+                                            "sys.exit(bool(l.missing_distributions()))"], cwd=REPO).returncode != 0:
+        say(f"installing Buildbot {pinned_buildbot()} and the master's plugins into {venv}")
         for cmd in ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", "-r", REQUIREMENTS]):
             status = process.run_into(cmd, error=LocalError)
             if status != 0:

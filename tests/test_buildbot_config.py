@@ -22,13 +22,14 @@ from buildbot.worker.docker import DockerLatentWorker
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from buildmaster import workers
+from buildmaster import kept, workers
 from buildmaster.builders import make_builders
 from buildmaster.config import buildmaster_config
 from buildmaster.preflight import refusal, resolve
 from buildmaster.schedulers import VersionParameter, release_form_properties
 from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
+from launcher import local
 from pgo import platforms
 from pgo.phases import PHASES, PIPELINES
 from pgo.source import ensure_deb_src
@@ -146,6 +147,19 @@ def test_schedulers_release_nightly_and_fan_out(two_platforms):
     assert triggerable == ["package-debian-12-bintar", "package-debian-12-deb", "package-rocky-9-rpm"]
 
 
+def test_kept_records_never_overwrite_a_property_the_build_decides_by(two_platforms):
+    """What a step keeps of its record for the dashboard (buildmaster/kept.py) is a build property: one named
+    like a release form's or the nightly's property (profile, tests, benchmark, ...) would change what the
+    rest of the build does."""
+    schedulers = {s.name: s for s in two_platforms.schedulers.values()}
+    form = {p.name for p in schedulers["release"]._config_kwargs["properties"]}
+    nightly = set(schedulers["nightly"]._config_kwargs["properties"])
+    decided = form | nightly | {"version", "platforms", "resolved_from", "published", "published_url", "packages",
+                                "builddir", "buildername", "buildnumber", "workername"}
+    assert {"profile", "tests", "benchmark", "config"} <= decided
+    assert {name for name, _ in kept.KEPT.values()} & decided == set()
+
+
 def test_each_platforms_steps_get_its_entry_of_the_platform_table(two_platforms):
     """pgo reads the platform from $PGO_PLATFORM (the debs' suffix, prove's distribution): every builder of a
     [[platforms]] row sets it, to the row's name when that is a table name, else to this machine's platform."""
@@ -224,10 +238,12 @@ def test_only_admins_control_builds(two_platforms):
 def test_web_ui_views_are_buildbots_own_pinned_with_the_master(two_platforms):
     pins = dict(line.split("==") for line in (REPO / "requirements" / "master.txt").read_text().splitlines()
                 if "==" in line)
-    assert sorted(two_platforms.www["plugins"]) == ["console_view", "grid_view", "waterfall_view"]
+    assert sorted(two_platforms.www["plugins"]) == ["console_view", "grid_view", "waterfall_view", "wsgi_dashboards"]
     for view in two_platforms.www["plugins"]:
         package = "buildbot-" + view.replace("_", "-")
         assert pins[package] == pins["buildbot"] == metadata.version(package), package
+    # ./release installs the master's stack into run/venv when this Python lacks one of them.
+    assert local.missing_distributions() == []
 
 
 def test_defaults_pass_checkconfig_without_a_settings_file(tmp_path):

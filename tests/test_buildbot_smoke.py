@@ -168,6 +168,42 @@ def test_release_publishes_packages_with_checksums(master):
     assert (change["revision"], change["author"], change["category"]) == ("1.0.0", "admin", "release")
 
 
+def test_release_stores_its_test_results_and_shows_on_the_dashboard(master):
+    """Buildbot's own test-result store holds each test of the release's run (the build page's test results, a
+    test's history across builds); the dashboard shows where the fixture's line stands, from the master's data."""
+    _, settings = master
+    api = local.Api(settings.url)
+    release_builder = next(b for b in api.get("builders")["builders"] if b["name"] == "release-local")
+    builds = api.get(f"builders/{release_builder['builderid']}/builds", property="version")["builds"]
+    build = next(b for b in builds if b["properties"].get("version", [None])[0] == "1.0.0" and b["results"] == 0)
+    (step,) = [s for s in api.get(f"builds/{build['buildid']}/steps")["steps"] if s["name"] == "test-results-pgo"]
+    (result_set,) = api.get(f"steps/{step['stepid']}/test_result_sets")["test_result_sets"]
+    assert (result_set["description"], result_set["category"], result_set["value_unit"]) == (
+        "fixture tests release, optimised build", "pass_fail", "boolean")
+    assert (result_set["tests_passed"], result_set["tests_failed"], result_set["complete"]) == (2, 0, True)
+    results = api.get(f"test_result_sets/{result_set['test_result_setid']}/results")["test_results"]
+    assert sorted((r["test_name"], r["value"]) for r in results) == [("main.cold", "1"), ("main.digest", "1")]
+    assert step["state_string"] == "fixture tests release, optimised build: 2 passed, 0 failed"
+    # What the dashboard shows, the build keeps from its steps' records (buildmaster/kept.py).
+    properties = api.get(f"builds/{build['buildid']}/properties")["properties"][0]
+    assert properties["test_counts"][0]["passed"] == 2 and properties["test_verdict"][0]["pgo_only"] == []
+    page = fetch(settings.url + "plugins/wsgi_dashboards/releases/index.html").decode()
+    assert "<h2>fixture</h2>" in page, page
+    row = page[page.index("<h2>fixture</h2>"):page.index("</table>", page.index("<h2>fixture</h2>"))]
+    assert f'#/builders/{release_builder["builderid"]}/builds/' in row and ">1.0.0</a>" in row, row
+    assert '<span class="state releasable">releasable</span>' in row, row
+    assert "optimised: 2 passed, <span class=\"\">0 failed</span>, 1 skipped" in row, row
+    assert f"<code>{properties['profile_check'][0]['id']}</code>" in row and "2 of 2 objects trained" in row, row
+    made = [name.split("/")[0] for name in properties["packages"][0]]
+    assert f'<a href="{settings.downloads_url}1.0.0/local/">' in row, row
+    assert ", ".join(f"{made.count(f)} {f}" for f in FORMATS) + "</a>" in row, row
+    assert "<h2>History" in page
+    badge = fetch(settings.url + "plugins/wsgi_dashboards/releases/badge/fixture/local.svg").decode()
+    assert badge.startswith("<svg") and "fixture local: " in badge and "#4c1" in badge, badge
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        fetch(settings.url + "plugins/wsgi_dashboards/releases/badge/no-such-line/local.svg")
+
+
 def test_release_can_reuse_an_archived_profile(master, tmp_path):
     """A profile trained elsewhere (here: by the CLI) and archived; the release reuses it: one build."""
     _, settings = master

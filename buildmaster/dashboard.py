@@ -1,0 +1,161 @@
+"""The release dashboard: where the releases stand, on one page of the web UI (Buildbot's WSGI dashboards plugin).
+
+Per product line (the build's configuration) and platform, the latest release and the latest nightly: version,
+state (releasable, running at which step, or the step that refused it and why), the gate's speedup with its
+interval, the test counts and the failures of the optimised build alone, the profile and how much of it was
+used, and the published packages. Below, the history of every release and nightly build. A badge per line
+and platform (`badge/<config>/<platform>.svg`) shows the latest release's state anywhere an image goes.
+
+The page reads the master's own data (Buildbot's data API: builds, their steps and properties), never a
+summary's text: the steps keep what the page shows of their records (pgo/protocol.py) as build properties,
+through buildmaster/kept.py.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from buildbot.process.results import CANCELLED, EXCEPTION, FAILURE, RETRY, SKIPPED, SUCCESS, WARNINGS
+from flask import Flask, Response, abort, render_template
+
+from buildmaster.factories import NIGHTLY_PREFIX, RELEASE_PREFIX
+
+DASHBOARD = "releases"   # its page: <web UI>/plugins/wsgi_dashboards/releases/index.html, menu entry "Releases"
+TEMPLATES = "templates"
+HISTORY = 60            # builds in the history table
+PER_BUILDER = 40        # the newest builds of each builder read for the latest per product line
+
+
+STATES = {SUCCESS: "success", WARNINGS: "warnings", FAILURE: "failure", SKIPPED: "skipped",
+          EXCEPTION: "exception", RETRY: "retry", CANCELLED: "cancelled"}
+
+
+@dataclass
+class Row:
+    """One build as the dashboard shows it."""
+
+    kind: str                     # release or nightly
+    builder: str
+    platform: str
+    number: int
+    url: str
+    started: datetime          # the data API's (a REST client gets epoch seconds)
+    version: str = "?"
+    config: str = "?"
+    state: str = "running"        # releasable, running, refused, cancelled, retry
+    reason: str = ""
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def started_text(self) -> str:
+        return self.started.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    def prop(self, name: str, default: Any = None) -> Any:
+        return self.properties.get(name, default)
+
+    @property
+    def packages(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for name in self.prop("packages") or []:
+            folder = name.split("/", 1)[0]
+            counts[folder] = counts.get(folder, 0) + 1
+        return counts
+
+
+def builder_kind(name: str) -> tuple[str, str] | None:
+    """(kind, platform) of a release or nightly builder's name; None for the package builders."""
+    for kind, prefix in (("release", RELEASE_PREFIX), ("nightly", NIGHTLY_PREFIX)):
+        if name.startswith(prefix):
+            return kind, name[len(prefix):]
+    return None
+
+
+def build_state(build: Mapping[str, Any], steps: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """(state, why): releasable, running (at which step), or refused (the step that failed, its summary)."""
+    if not build["complete"]:
+        current = next((s for s in reversed(steps) if s["started_at"] and not s["complete"]), None)
+        return "running", current["state_string"] if current else "waiting"
+    results = build["results"]
+    if results in (SUCCESS, WARNINGS):
+        return "releasable", "published" if results == SUCCESS else "published, with warnings"
+    if results in (CANCELLED, RETRY):
+        return STATES[results], build["state_string"]
+    failed = next((s for s in steps if s["results"] in (FAILURE, EXCEPTION) and not s["hidden"]), None)
+    return "refused", failed["state_string"] if failed else build["state_string"]
+
+
+def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
+    """Every release and nightly build of the newest PER_BUILDER per builder, newest first: get is the data
+    API's (the WSGI plugin's dataGet)."""
+    rows = []
+    for builder in get("builders"):
+        kind = builder_kind(builder["name"])
+        if kind is None:
+            continue
+        for build in get(("builders", builder["builderid"], "builds"), order=("-number",), limit=PER_BUILDER):
+            properties = {name: value for name, (value, _source) in
+                          get(("builds", build["buildid"], "properties")).items()}
+            steps = get(("builds", build["buildid"], "steps"))
+            state, reason = build_state(build, steps)
+            rows.append(Row(kind=kind[0], builder=builder["name"], platform=kind[1], number=build["number"],
+                            url=f"{ui_url}#/builders/{builder['builderid']}/builds/{build['number']}",
+                            started=build["started_at"], version=str(properties.get("version", "?")),
+                            config=str(properties.get("config", "?")), state=state, reason=reason,
+                            properties=properties))
+    return sorted(rows, key=lambda r: r.started, reverse=True)
+
+
+def latest(rows: list[Row]) -> dict[str, list[tuple[str, Row | None, Row | None]]]:
+    """Per product line, per platform: (platform, latest release, latest nightly)."""
+    lines: dict[str, dict[str, dict[str, Row]]] = {}
+    for row in rows:              # newest first: the first seen is the latest
+        lines.setdefault(row.config, {}).setdefault(row.platform, {}).setdefault(row.kind, row)
+    return {config: [(platform, by_kind.get("release"), by_kind.get("nightly"))
+                     for platform, by_kind in sorted(platforms.items())]
+            for config, platforms in sorted(lines.items())}
+
+
+BADGE_COLOURS = {"releasable": "#4c1", "running": "#dfb317", "refused": "#e05d44"}
+
+
+def badge(label: str, text: str, state: str) -> str:
+    """A shields-style SVG badge: label on grey, text on the state's colour."""
+    left, right = 7 * len(label) + 10, 7 * len(text) + 10
+    colour = BADGE_COLOURS.get(state, "#9f9f9f")
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + right}" height="20" role="img" '
+            f'aria-label="{label}: {text}"><rect width="{left}" height="20" fill="#555"/>'
+            f'<rect x="{left}" width="{right}" height="20" fill="{colour}"/>'
+            '<g fill="#fff" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">'
+            f'<text x="5" y="14">{escape(label)}</text><text x="{left + 5}" y="14">{escape(text)}</text></g></svg>')
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def make_app(title: str, ui_url: str) -> Flask:
+    """The dashboard's WSGI application; the plugin gives it buildbot_api (the master's data API) at start."""
+    app = Flask("pgo_dashboard", template_folder=str(Path(__file__).parent / TEMPLATES))
+
+    def rows() -> list[Row]:
+        return read_rows(app.buildbot_api.dataGet, ui_url)
+
+    @app.route("/index.html")
+    def index():
+        every = rows()
+        return render_template("dashboard.html", title=title, lines=latest(every), history=every[:HISTORY],
+                               total=len(every))
+
+    @app.route("/badge/<config>/<platform>.svg")
+    def platform_badge(config, platform):
+        release = next((r for r in rows() if r.kind == "release" and r.config == config
+                        and r.platform == platform), None)
+        if release is None:
+            abort(404)
+        text = f"{release.version} {release.state}"
+        return Response(badge(f"{config} {platform}", text, release.state), mimetype="image/svg+xml",
+                        headers={"Cache-Control": "no-cache"})
+
+    return app
