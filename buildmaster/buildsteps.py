@@ -89,7 +89,30 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
             result = yield self.take_record()
         elif self.record and result == FAILURE and self.verdict_on_failure and not self.error:
             yield self.take_record(failed=True)
+        elif self.record and result == FAILURE and self.keep:
+            yield self.keep_record()
         return result
+
+    @defer.inlineCallbacks
+    def keep_record(self):
+        """What the dashboard keeps of the record of a command that failed by it (the test verdict that
+        refused the release names the tests): the summary stays the error line; no record, nothing kept."""
+        try:
+            text = yield self.getFileContentFromWorker(self.record)
+            record = protocol.read_record(text, self.record)
+        except ValueError:
+            return
+        yield self.keep_it(record)
+
+    @defer.inlineCallbacks
+    def keep_it(self, record):
+        """The build property the dashboard reads; a record it cannot read it for (another schema) is said in
+        the step's log, and never fails the step."""
+        name, pick = self.keep
+        try:
+            self.setProperty(name, pick(record), self.name)
+        except (KeyError, TypeError, ValueError) as e:
+            yield self.addCompleteLog("dashboard", f"{name} not kept for the dashboard: {type(e).__name__} {e}\n")
 
     @defer.inlineCallbacks
     def take_record(self, failed=False):
@@ -103,8 +126,7 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
             return WARNINGS
         self.use_record(record)
         if self.keep:
-            name, pick = self.keep
-            self.setProperty(name, pick(record), self.name)
+            yield self.keep_it(record)
         self.result_line = self.read_record(record)
         self.updateSummary()
         return WARNINGS if self.warns and self.warns(record) else SUCCESS

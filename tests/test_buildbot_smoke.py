@@ -283,6 +283,13 @@ def test_release_that_fails_its_tests_publishes_nothing_and_names_the_test(maste
     (build,) = [b for b in admin_api(settings).get("builds", order="-buildid", limit=1)["builds"]]
     steps = {s["name"]: s["results"] for s in admin_api(settings).get(f"builds/{build['buildid']}/steps")["steps"]}
     assert (steps["test"], steps["test-verdict"]) == (WARNINGS, FAILURE)
+    # The dashboard's line shows the refused release, the step that refused it, and the test.
+    page = fetch(settings.url + "plugins/wsgi_dashboards/releases/index.html").decode()
+    row = page[page.index("<h2>fixture</h2>"):page.index("</table>", page.index("<h2>fixture</h2>"))]
+    assert ">1.0.4</a>" in row and '<span class="state refused">refused</span>' in row, row
+    assert f'<span class="why">test-verdict (failure): {reason}</span>' in row, row
+    assert "failing on the optimised build only: main.cold" in row, row
+    assert "#e05d44" in fetch(settings.url + "plugins/wsgi_dashboards/releases/badge/fixture/local.svg").decode()
     assert not (settings.downloads / "1.0.4").exists()
     assert list((settings.downloads / STAGING).glob("*")) == []
 
