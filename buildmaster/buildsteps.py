@@ -259,6 +259,8 @@ class PublishFolder(buildstep.BuildStep):
         self.setProperty("packages", packages, "publish")
         for package in packages:
             yield self.addURL(package, url + package)
+        if (Path(self.destination) / publish.REPORT_PAGE).is_file():
+            yield self.addURL("benchmark report", url + publish.REPORT_PAGE)
         reports = yield threads.deferToThread(publish.test_reports, self.destination)
         for report in reports:
             build = report.split("/")[1]

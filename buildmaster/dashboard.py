@@ -21,6 +21,7 @@ from buildbot.process.results import CANCELLED, EXCEPTION, FAILURE, RETRY, SKIPP
 from flask import Flask, Response, abort, render_template
 
 from buildmaster.factories import NIGHTLY_PREFIX, RELEASE_PREFIX
+from buildmaster.publish import REPORT_PAGE
 
 DASHBOARD = "releases"   # its page: <web UI>/plugins/wsgi_dashboards/releases/index.html, menu entry "Releases"
 TEMPLATES = "templates"
@@ -54,6 +55,12 @@ class Row:
 
     def prop(self, name: str, default: Any = None) -> Any:
         return self.properties.get(name, default)
+
+    @property
+    def report(self) -> str | None:
+        """The published benchmark report's address, when the release published one."""
+        published = self.prop("published_url")
+        return f"{published}{REPORT_PAGE}" if published and self.prop("gate") else None
 
     @property
     def packages(self) -> dict[str, int]:
@@ -107,14 +114,29 @@ def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
     return sorted(rows, key=lambda r: r.started, reverse=True)
 
 
-def latest(rows: list[Row]) -> dict[str, list[tuple[str, Row | None, Row | None]]]:
-    """Per product line, per platform: (platform, latest release, latest nightly)."""
-    lines: dict[str, dict[str, dict[str, Row]]] = {}
+@dataclass
+class Line:
+    """A product line on one platform: its latest release (whatever became of it), the latest one published,
+    and the latest nightly."""
+
+    platform: str
+    release: Row | None = None
+    published: Row | None = None
+    nightly: Row | None = None
+
+
+def latest(rows: list[Row]) -> dict[str, list[Line]]:
+    """Per product line (configuration), per platform, its Line."""
+    found: dict[str, dict[str, Line]] = {}
     for row in rows:              # newest first: the first seen is the latest
-        lines.setdefault(row.config, {}).setdefault(row.platform, {}).setdefault(row.kind, row)
-    return {config: [(platform, by_kind.get("release"), by_kind.get("nightly"))
-                     for platform, by_kind in sorted(platforms.items())]
-            for config, platforms in sorted(lines.items())}
+        line = found.setdefault(row.config, {}).setdefault(row.platform, Line(row.platform))
+        if row.kind == "nightly":
+            line.nightly = line.nightly or row
+        else:
+            line.release = line.release or row
+            if row.state == "releasable":
+                line.published = line.published or row
+    return {config: [platforms[name] for name in sorted(platforms)] for config, platforms in sorted(found.items())}
 
 
 BADGE_COLOURS = {"releasable": "#4c1", "running": "#dfb317", "refused": "#e05d44"}
@@ -146,7 +168,7 @@ def make_app(title: str, ui_url: str) -> Flask:
     def index():
         every = rows()
         return render_template("dashboard.html", title=title, lines=latest(every), history=every[:HISTORY],
-                               total=len(every))
+                               total=len(every), base=f"{ui_url}plugins/wsgi_dashboards/{DASHBOARD}/")
 
     @app.route("/badge/<config>/<platform>.svg")
     def platform_badge(config, platform):

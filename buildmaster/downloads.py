@@ -9,8 +9,10 @@ from pathlib import Path
 
 from buildbot.util import service
 from twisted.application import strports
-from twisted.internet import defer
+from twisted.internet import defer, threads
 from twisted.web import resource, server, static
+
+from buildmaster import publish
 
 
 class PublishedFiles(static.File):
@@ -36,6 +38,8 @@ class DownloadsServer(service.BuildbotService):
         if getattr(self, "port_service", None):
             yield self.port_service.disownServiceParent()
         Path(folder).mkdir(parents=True, exist_ok=True)
+        # The front page says what is published, or that nothing is yet, from the start.
+        yield threads.deferToThread(publish.write_downloads_index, folder)
         self.port_service = strports.service(f"tcp:{port}:interface={interface}", server.Site(PublishedFiles(folder)))
         yield self.port_service.setServiceParent(self)
 

@@ -7,10 +7,13 @@ Nothing published is ever replaced.
 """
 
 import html
+import json
 import os
 import shutil
 import time
 from pathlib import Path
+
+import markdown
 
 from pgo import PipelineError, atomic, lines
 from pgo.checksums import SUMS, sha256_file, write_sha256sums
@@ -19,6 +22,11 @@ from pgo.readers import read_json
 STAGING = ".incoming"
 PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
 INDEX = "index.html"          # the downloads server (Twisted's static.File) shows it for its folder
+REPORT, REPORT_PAGE = "benchmark/report.md", "benchmark/report.html"
+LISTING = "releases.json"     # the front page's list, for scripts
+PAGE_STYLE = ("body{font-family:system-ui,sans-serif;font-size:14px;margin:1em 2em;color:#222}"
+              "table{border-collapse:collapse}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}"
+              "th{background:#f4f4f4}code{font-size:12px}img{max-width:100%}")
 # What a published folder's records say, each through the line the build page shows (pgo/lines.py).
 RECORD_LINES = (("profile check", "profile-check.json", lines.profile_check_summary),
                 ("profile use", "profile-use.json", lines.profile_use_summary),
@@ -49,6 +57,7 @@ def publish(staging: str | os.PathLike, destination: str | os.PathLike) -> int:
         raise PublishError(f"nothing to publish: the build uploaded no files into {staging}")
     # The packages are hashed once, for their rows on the folder's page and for sha256sums.txt.
     digests = {name: sha256_file(staging / name) for name in packages(staging)}
+    write_report(staging)
     write_index(staging, destination, digests)
     count = write_sha256sums(staging, known=digests)
     try:
@@ -84,16 +93,16 @@ def write_index(folder, destination, digests):
             except (KeyError, TypeError, ValueError):
                 rows.append((what, f"unreadable {name}"))
     e = html.escape
-    parts = [f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{e(title)}</title></head><body>",
-             f"<h1>{e(title)}</h1>", "<table>"]
+    parts = [page_head(title), f"<h1>{e(title)}</h1>", "<table>"]
     parts += [f"<tr><th align=\"left\">{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows if v]
     parts.append("</table>")
     plots = sorted(p.name for p in (folder / "benchmark").glob("*.png"))
-    if plots or (folder / "benchmark" / "report.md").is_file():
+    if plots or (folder / REPORT_PAGE).is_file():
         parts.append("<h2>Benchmark</h2>")
+        if (folder / REPORT_PAGE).is_file():
+            parts.append(f'<p><a href="{REPORT_PAGE}">the benchmark\'s report</a> (every workload and '
+                         "concurrency, the pairs, the machine)</p>")
         parts += [f'<img src="benchmark/{e(name)}" alt="{e(name)}" width="640">' for name in plots]
-        if (folder / "benchmark" / "report.md").is_file():
-            parts.append(f"<pre>{e((folder / 'benchmark' / 'report.md').read_text(errors='replace'))}</pre>")
     parts += ["<h2>Packages</h2>", "<table><tr><th>file</th><th>bytes</th><th>sha256</th></tr>"]
     for name, digest in digests.items():
         parts.append(f'<tr><td><a href="{e(name)}">{e(name)}</a></td><td align="right">'
@@ -107,18 +116,57 @@ def write_index(folder, destination, digests):
     atomic.write(folder / INDEX, "\n".join(parts).encode())
 
 
-def write_downloads_index(downloads):
-    """The downloads site's front page: every published release and nightly (the folders with an index
-    page), newest first."""
+def page_head(title):
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{PAGE_STYLE}</style></head><body>")
+
+
+def write_report(folder):
+    """The benchmark's report (Markdown, pgo/bench) as an HTML page beside it, with its plots."""
+    folder = Path(folder)
+    if not (folder / REPORT).is_file():
+        return
+    body = markdown.markdown((folder / REPORT).read_text(errors="replace"), extensions=["tables"])
+    plots = "".join(f'<img src="{html.escape(p.name)}" alt="{html.escape(p.name)}" width="640">'
+                    for p in sorted((folder / "benchmark").glob("*.png")))
+    atomic.write(folder / REPORT_PAGE, (f"{page_head('Benchmark report')}{body}<h2>Plots</h2>{plots}"
+                                        "</body></html>\n").encode())
+
+
+def published_folders(downloads):
+    """Every published release and nightly folder (with its index page), newest first, with what it is."""
     downloads = Path(downloads)
-    folders = sorted((p for p in downloads.glob("*/*") if (p / INDEX).is_file()),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
+    found = []
+    for folder in sorted((p for p in downloads.glob("*/*") if (p / INDEX).is_file()),
+                         key=lambda p: p.stat().st_mtime, reverse=True):
+        info = record(folder, "build-info.json") or {}
+        found.append({"path": str(folder.relative_to(downloads)), "product": info.get("product"),
+                      "version": info.get("version"), "config": info.get("config"),
+                      "pgo": info.get("pgo") == "on", "profile": info.get("profile_id"),
+                      "packages": len(packages(folder)),
+                      "published": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(folder.stat().st_mtime))})
+    return found
+
+
+def write_downloads_index(downloads, title="PGO releases"):
+    """The downloads site's front page (and its list as JSON): every published release and nightly, newest
+    first, or that nothing is published yet."""
+    downloads = Path(downloads)
+    found = published_folders(downloads)
     e = html.escape
-    items = "".join(f'<li><a href="{e(str(p.relative_to(downloads)))}/">{e(str(p.relative_to(downloads)))}</a></li>'
-                    for p in folders)
+    rows = "".join(f'<tr><td><a href="{e(f["path"])}/">{e(f["path"])}</a></td><td>{e(str(f["product"]))}</td>'
+                   f'<td>{e(str(f["config"]))}</td><td>{"PGO" if f["pgo"] else "plain"}</td>'
+                   f'<td><code>{e(str(f["profile"] or ""))}</code></td><td>{f["packages"]}</td>'
+                   f'<td>{f["published"]}</td></tr>' for f in found)
+    listing = ("<table><tr><th>release</th><th>product</th><th>configuration</th><th>build</th><th>profile</th>"
+               f"<th>packages</th><th>published</th></tr>{rows}</table>" if found else
+               "<p>Nothing is published yet: a release appears here when its last step publishes it.</p>")
+    atomic.write(downloads / LISTING, (json.dumps(found, indent=1) + "\n").encode())
     atomic.write(downloads / INDEX, (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>PGO releases</title></head><body>"
-        f"<h1>PGO releases</h1><ul>{items}</ul></body></html>\n").encode())
+        f"{page_head(title)}<h1>{e(title)}</h1><p>Packages built with GCC profile-guided optimisation, each "
+        "release in its folder: the packages with their sha256, the profile it was built with, its tests and "
+        f'benchmark. <a href="{LISTING}">{LISTING}</a> lists them for scripts.</p>{listing}</body></html>\n'
+    ).encode())
 
 
 def packages(folder: str | os.PathLike) -> list[str]:

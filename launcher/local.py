@@ -823,9 +823,9 @@ def pinned_buildbot():
     raise LocalError(f"{REQUIREMENTS} pins no buildbot version")
 
 
-# What the master imports beyond Buildbot itself: its web UI's plugins (buildmaster/config.py).
+# What the master imports beyond Buildbot itself: its web UI's plugins (buildmaster/config.py), Markdown.
 MASTER_DISTRIBUTIONS = ("buildbot", "buildbot-www", "buildbot-grid-view", "buildbot-console-view",
-                        "buildbot-waterfall-view", "buildbot-wsgi-dashboards", "Flask")
+                        "buildbot-waterfall-view", "buildbot-wsgi-dashboards", "Flask", "Markdown")
 
 
 def missing_distributions():

@@ -273,3 +273,40 @@ Ir                   file:function
     assert costs == {"row_sel(sel_node_t*, que_thr_t*)": 6000, "row_sel(sel_node_t*, que_thr_t*) [clone .cold]": 2500,
                      "my_hash_sort_simple.cold": 1000, "my_hash_sort_simple": 500}
     assert sum(v for k, v in costs.items() if callgrind.COLD_PART.search(k)) == 3500
+
+
+def test_published_release_renders_the_report_as_a_page_with_its_plots(rendered, tmp_path):
+    """The downloads site shows the benchmark's report as HTML (tables, verdict, plots) and links it from the
+    release's page; the front page lists the release with what it is."""
+    from buildmaster import publish
+
+    _, out = rendered
+    downloads = tmp_path / "downloads"
+    staging = publish.staging_dir(downloads, "release-local-1")
+    (staging / "benchmark").mkdir(parents=True)
+    for name in ("report.md", "result.json", "throughput.png", "speedup.png", "latency.png"):
+        (staging / "benchmark" / name).write_bytes((out / name).read_bytes())
+    (staging / "build-info.json").write_text(json.dumps({"product": "mariadb", "version": "10.11.18", "pgo": "on",
+                                                          "config": "release", "profile_id": "10.11.18-0123"}))
+    destination = publish.release_dir(downloads, "10.11.18", "debian-12")
+    publish.publish(staging, destination)
+    page = (destination / publish.REPORT_PAGE).read_text()
+    assert "<strong>Verdict: PASS</strong>" in page
+    assert "<table>" in page and "<th>B/A [95% CI]</th>" in page, page[:2000]
+    assert all(f'<img src="{name}"' in page for name in ("latency.png", "speedup.png", "throughput.png"))
+    assert f'<a href="{publish.REPORT_PAGE}">' in (destination / publish.INDEX).read_text()
+    assert publish.REPORT_PAGE in (destination / "sha256sums.txt").read_text()
+    publish.write_downloads_index(downloads)
+    front = (downloads / publish.INDEX).read_text()
+    assert '<a href="10.11.18/debian-12/">10.11.18/debian-12</a></td><td>mariadb</td><td>release</td><td>PGO</td>' \
+        "<td><code>10.11.18-0123</code></td>" in front, front
+    (listed,) = json.loads((downloads / publish.LISTING).read_text())
+    assert (listed["path"], listed["version"], listed["pgo"]) == ("10.11.18/debian-12", "10.11.18", True)
+
+
+def test_downloads_front_page_says_when_nothing_is_published(tmp_path):
+    from buildmaster import publish
+
+    publish.write_downloads_index(tmp_path)
+    assert "Nothing is published yet" in (tmp_path / publish.INDEX).read_text()
+    assert json.loads((tmp_path / publish.LISTING).read_text()) == []
