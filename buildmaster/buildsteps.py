@@ -279,17 +279,19 @@ class RecordTestResults(buildstep.BuildStep):
     test-result store: the build page lists them under this step, and the data API keeps each test's
     history across builds (a flaky test, a test that fails on the optimised build only). A test passed if
     an attempt passed (pgo/testrun.py summarise); skipped tests have no result. A run without its record
-    only warns: the verdict step decided already."""
+    only warns: the verdict step decided already. page(buildid): the address of the build's test results
+    page (buildmaster/dashboard.py), linked from the step."""
 
     renderables = ["results"]
 
-    def __init__(self, results, build, **kwargs):
+    def __init__(self, results, build, page=None, **kwargs):
         kwargs.setdefault("haltOnFailure", False)
         kwargs.setdefault("flunkOnFailure", False)
         kwargs.setdefault("warnOnFailure", True)
         super().__init__(**kwargs)
         self.results = results
         self.build_label = build
+        self.page = page
 
     @defer.inlineCallbacks
     def run(self):
@@ -307,6 +309,8 @@ class RecordTestResults(buildstep.BuildStep):
                 counts[outcome] += 1
                 self.addTestResult(setid, "1" if outcome == "passed" else "0", test_name=name)
         self.descriptionDone = f"{title}: {counts['passed']} passed, {counts['failed']} failed"
+        if self.page:
+            yield self.addURL("test results", self.page(self.build.buildid))
         return SUCCESS
 
 

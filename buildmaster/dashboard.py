@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from buildbot.data import resultspec
 from buildbot.process.results import CANCELLED, EXCEPTION, FAILURE, RETRY, SKIPPED, SUCCESS, WARNINGS
-from flask import Flask, Response, abort, render_template
+from flask import Flask, Response, abort, render_template, request
 
-from buildmaster.factories import NIGHTLY_PREFIX, RELEASE_PREFIX
 from buildmaster.publish import REPORT_PAGE
 
 DASHBOARD = "releases"   # its page: <web UI>/plugins/wsgi_dashboards/releases/index.html, menu entry "Releases"
@@ -40,6 +40,7 @@ class Row:
     kind: str                     # release or nightly
     builder: str
     platform: str
+    buildid: int
     number: int
     url: str
     started: datetime          # the data API's (a REST client gets epoch seconds)
@@ -71,12 +72,20 @@ class Row:
         return counts
 
 
-def builder_kind(name: str) -> tuple[str, str] | None:
-    """(kind, platform) of a release or nightly builder's name; None for the package builders."""
-    for kind, prefix in (("release", RELEASE_PREFIX), ("nightly", NIGHTLY_PREFIX)):
-        if name.startswith(prefix):
-            return kind, name[len(prefix):]
+# A builder's tags (buildmaster/builders.py): its kind, then its platform.
+SHOWN_KINDS = ("release", "nightly")
+
+
+def builder_kind(tags: list[str]) -> tuple[str, str] | None:
+    """(kind, platform) of a release or nightly builder, from its tags; None for the package builders."""
+    if len(tags) >= 2 and tags[0] in SHOWN_KINDS:
+        return tags[0], tags[1]
     return None
+
+
+def tests_page(ui_url: str, buildid: int) -> str:
+    """The address of a build's test results page."""
+    return f"{ui_url}plugins/wsgi_dashboards/{DASHBOARD}/builds/{buildid}/tests.html"
 
 
 def build_state(build: Mapping[str, Any], steps: list[Mapping[str, Any]]) -> tuple[str, str]:
@@ -98,7 +107,7 @@ def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
     API's (the WSGI plugin's dataGet)."""
     rows = []
     for builder in get("builders"):
-        kind = builder_kind(builder["name"])
+        kind = builder_kind(builder["tags"])
         if kind is None:
             continue
         for build in get(("builders", builder["builderid"], "builds"), order=("-number",), limit=PER_BUILDER):
@@ -106,7 +115,8 @@ def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
                           get(("builds", build["buildid"], "properties")).items()}
             steps = get(("builds", build["buildid"], "steps"))
             state, reason = build_state(build, steps)
-            rows.append(Row(kind=kind[0], builder=builder["name"], platform=kind[1], number=build["number"],
+            rows.append(Row(kind=kind[0], builder=builder["name"], platform=kind[1], buildid=build["buildid"],
+                            number=build["number"],
                             url=f"{ui_url}#/builders/{builder['builderid']}/builds/{build['number']}",
                             started=build["started_at"], version=str(properties.get("version", "?")),
                             config=str(properties.get("config", "?")), state=state, reason=reason,
@@ -180,4 +190,63 @@ def make_app(title: str, ui_url: str) -> Flask:
         return Response(badge(f"{config} {platform}", text, release.state), mimetype="image/svg+xml",
                         headers={"Cache-Control": "no-cache"})
 
+    @app.route("/builds/<int:buildid>/tests.html")
+    def build_tests(buildid):
+        return render_template("tests.html", title=title, build=build_tests_view(app.buildbot_api.dataGet, buildid),
+                               ui_url=ui_url)
+
+    @app.route("/builders/<int:builderid>/history.html")
+    def test_history(builderid):
+        test = request.args.get("test", "")
+        if not test:
+            abort(400)
+        return render_template("history.html", title=title, test=test, ui_url=ui_url,
+                               **history_view(app.buildbot_api.dataGet, builderid, test))
+
     return app
+
+
+@dataclass
+class ResultSet:
+    """One test run's results in Buildbot's store (buildsteps.RecordTestResults): failed tests first."""
+
+    description: str
+    passed: int
+    failed: int
+    tests: list[tuple[str, bool]]
+
+
+def build_tests_view(get: Callable[..., Any], buildid: int) -> dict[str, Any]:
+    """A build's test runs, each test's outcome, and the failures of the optimised build alone."""
+    build = get(("builds", buildid))
+    if build is None:
+        abort(404)
+    builder = get(("builders", build["builderid"]))
+    properties = {name: value for name, (value, _source) in get(("builds", buildid, "properties")).items()}
+    sets = []
+    for found in get(("builds", buildid, "test_result_sets")):
+        results = get(("test_result_sets", found["test_result_setid"], "results"))
+        tests = sorted(((r["test_name"], r["value"] == "1") for r in results), key=lambda t: (t[1], t[0]))
+        sets.append(ResultSet(found["description"], found["tests_passed"] or 0, found["tests_failed"] or 0, tests))
+    verdict = properties.get("test_verdict") or {}
+    return {"buildid": buildid, "number": build["number"], "builder": builder["name"],
+            "builderid": build["builderid"], "version": properties.get("version", "?"), "sets": sets,
+            "pgo_only": verdict.get("pgo_only", []), "flaky": (properties.get("test_counts") or {}).get("flaky", [])}
+
+
+def history_view(get: Callable[..., Any], builderid: int, test: str) -> dict[str, Any]:
+    """One test's outcome in every build of a builder that recorded it, newest first: a flaky test shows."""
+    builder = get(("builders", builderid))
+    if builder is None:
+        abort(404)
+    runs = []
+    for found in sorted(get(("builders", builderid, "test_result_sets")), key=lambda f: f["buildid"], reverse=True):
+        results = get(("test_result_sets", found["test_result_setid"], "results"),
+                      filters=[resultspec.Filter("test_name", "eq", [test])])
+        if results:
+            build = get(("builds", found["buildid"]))
+            version = get(("builds", found["buildid"], "properties")).get("version", ("?", None))[0]
+            runs.append({"number": build["number"], "buildid": found["buildid"], "version": version,
+                         "set": found["description"], "passed": results[0]["value"] == "1"})
+    return {"builder": builder["name"], "builderid": builderid, "runs": runs,
+            "failed": sum(1 for r in runs if not r["passed"])}

@@ -41,6 +41,7 @@ from buildmaster.buildsteps import (
     ResolveVersion,
     pgo_factory,
 )
+from buildmaster.dashboard import tests_page
 from buildmaster.kept import keep
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
 from pgo import protocol
@@ -118,19 +119,16 @@ def test_results(workdir_name):
                           util.Property("builddir"), TEST_SET)
 
 
-RELEASE_PREFIX, PACKAGE_PREFIX, NIGHTLY_PREFIX = "release-", "package-", "nightly-"
-
-
 def release_builder_name(platform):
-    return f"{RELEASE_PREFIX}{platform.name}"
+    return f"release-{platform.name}"
 
 
 def package_builder_name(platform, package_format):
-    return f"{PACKAGE_PREFIX}{platform.name}-{package_format}"
+    return f"package-{platform.name}-{package_format}"
 
 
 def nightly_builder_name(platform):
-    return f"{NIGHTLY_PREFIX}{platform.name}"
+    return f"nightly-{platform.name}"
 
 
 def staging(settings, below=""):
@@ -275,6 +273,7 @@ def upload_test_results(settings, workdir_name, build_name, **kwargs):
                                         haltOnFailure=True, **kwargs),
             RecordTestResults(staging(settings, f"tests/{build_name}/{protocol.TEST_RESULTS}"),
                               "optimised" if build_name == "pgo" else build_name,
+                              page=lambda buildid: tests_page(settings.url, buildid),
                               name=f"test-results-{build_name}", **kwargs)]
 
 
@@ -385,9 +384,11 @@ def release_factory(settings, platform):
     # The plain build is the benchmark's baseline and the tests': a test failing on both is the
     # machine's doing, one failing on the optimised build only the profile's or LTO's.
     f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", resume=True, doStepIf=benchmark_wanted))
-    f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
+    # The test results first (to the staging folder, published only with the release; into Buildbot's store):
+    # a refused release's too.
     f.addSteps(upload_test_results(settings, "work", "pgo"))
     f.addSteps(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
+    f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker(protocol.staged("work-plain")),
         "--candidate", on_worker(protocol.staged("work")),
@@ -451,8 +452,8 @@ def nightly_factory(settings):
     f.addStep(clean_step("work", "packages", *BUILD_ARCHIVE_FILES))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, archive_kind="nightly"))
-    f.addStep(test_verdict_step(settings, baseline=lambda props: False))
     f.addSteps(upload_test_results(settings, "work", "pgo"))
+    f.addStep(test_verdict_step(settings, baseline=lambda props: False))
     f.addStep(pgo_step(settings, "package-bintar",
                        ["package", "--workdir", WORK, "--format", "bintar", "--out", PACKAGES],
                        record=on_worker(f"packages/{protocol.PACKAGE_INFO}"), read_record=package_summary))

@@ -99,7 +99,7 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     assert names.index("benchmark") < names.index("packages") < names.index("publish")
     # Both builds are tested before the verdict, which comes before anything is archived or published.
     assert names.index("test") < names.index("baseline-test") < names.index("test-verdict") < names.index("benchmark")
-    assert names.index("upload-tests-pgo") < names.index("publish")
+    assert names.index("test-results-pgo") < names.index("test-verdict") < names.index("publish")
     # 'latest' the master could not resolve: the worker resolves it once, before any phase.
     assert names.index("resume") < names.index("version") < names.index("source")
     # A release resumes after an interruption (pgo/resume.py): its phases skip what the work directory

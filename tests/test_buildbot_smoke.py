@@ -184,6 +184,18 @@ def test_release_stores_its_test_results_and_shows_on_the_dashboard(master):
     results = api.get(f"test_result_sets/{result_set['test_result_setid']}/results")["test_results"]
     assert sorted((r["test_name"], r["value"]) for r in results) == [("main.cold", "1"), ("main.digest", "1")]
     assert step["state_string"] == "fixture tests release, optimised build: 2 passed, 0 failed"
+    # The build links its test results page (Buildbot's own UI has no view of the store); each test leads to
+    # its history on the builder.
+    (link,) = [u["url"] for u in step["urls"] if u["name"] == "test results"]
+    assert link == f"{settings.url}plugins/wsgi_dashboards/releases/builds/{build['buildid']}/tests.html"
+    tests = fetch(link).decode()
+    assert "fixture tests release, optimised build: 2 passed, 0 failed</h2>" in tests, tests
+    history = f'href="../../builders/{release_builder["builderid"]}/history.html?test=main.cold">main.cold</a>'
+    assert history + '</td><td class="pass">passed</td>' in tests, tests
+    page = fetch(f"{settings.url}plugins/wsgi_dashboards/releases/builders/{release_builder['builderid']}/"
+                 "history.html?test=main.cold").decode()
+    assert "<h1>main.cold on release-local</h1>" in page and "it failed in 0." in page, page
+    assert f'#/builders/{release_builder["builderid"]}/builds/{build["number"]}" target="_top">' in page, page
     # What the dashboard shows, the build keeps from its steps' records (buildmaster/kept.py).
     properties = api.get(f"builds/{build['buildid']}/properties")["properties"][0]
     assert properties["test_counts"][0]["passed"] == 2 and properties["test_verdict"][0]["pgo_only"] == []
@@ -289,6 +301,11 @@ def test_release_that_fails_its_tests_publishes_nothing_and_names_the_test(maste
     assert ">1.0.4</a>" in row and '<span class="state refused">refused</span>' in row, row
     assert f'<span class="why">test-verdict (failure): {reason}</span>' in row, row
     assert "failing on the optimised build only: main.cold" in row, row
+    # The test's history on the builder shows the failure beside the earlier passes.
+    history = fetch(f"{settings.url}plugins/wsgi_dashboards/releases/builders/{build['builderid']}/"
+                    "history.html?test=main.cold").decode()
+    assert f'#/builders/{build["builderid"]}/builds/{build["number"]}" target="_top">' in history, history
+    assert "it failed in 1." in history and '<td class="fail">failed</td>' in history, history
     assert "#e05d44" in fetch(settings.url + "plugins/wsgi_dashboards/releases/badge/fixture/local.svg").decode()
     assert not (settings.downloads / "1.0.4").exists()
     assert list((settings.downloads / STAGING).glob("*")) == []
