@@ -43,6 +43,12 @@ def compile_percent(phase, percent):
     return tagged(phase, f"compile {percent}%")
 
 
+def compile_waiting(progress, edge, minutes):
+    """A compile that printed nothing for a while (a whole server's link): its last progress line, what
+    it started last (Ninja's description: `Linking CXX executable sql/mariadbd`) and for how long."""
+    return f"{progress}: {edge[:1].lower()}{edge[1:]} for {minutes} min"
+
+
 def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
     """One interleaved pair of the benchmark starts; max_pairs is the most this point gets."""
     return tagged("bench", f"pair {pair} (max {max_pairs}): {workload} N={threads}, "
@@ -57,8 +63,9 @@ def test_progress(done, failed):
 # The training workload (profile_load/src/main.c, in C) prints `pass N of M: engine=...`
 # before each pass; the train phase echoes its output tagged `[train]`.
 # The bolt phase runs the same training against BOLT's instrumented binary.
-PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+(?:/\d+|%))\s*$|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$"
-                      r"|^\[(?:train|bolt)\] (pass \d+ of \d+)\b|^\[test\] (\d+ tests run, \d+ failed)$")
+PROGRESS = re.compile(r"^\[[\w-]+\] (compile \d+(?:/\d+|%)(?:: .+ for \d+ min)?)\s*$"
+                      r"|^\[bench\] (pair \d+ \(max \d+\): .+?)\s*$|^\[(?:train|bolt)\] (pass \d+ of \d+)\b"
+                      r"|^\[test\] (\d+ tests run, \d+ failed)$")
 
 
 def progress(line: str) -> str | None:

@@ -14,6 +14,8 @@ from pgo import PipelineError, lines
 NINJA_PROGRESS = re.compile(r"^\[(?P<done>\d+)/(?P<total>\d+)\] ")
 MAKE_PROGRESS = re.compile(r"^\[ *(?P<percent>\d+)%\] ")
 TAIL_LINES = 25
+# A compile silent this long (a whole server's link takes minutes) says what it waits on, and again each time.
+WAITING_SAY_SECONDS = 60
 
 
 class CommandFailed(PipelineError):
@@ -80,7 +82,9 @@ class PhaseLog:
             timer.start()
         tail = []
         shown, said, top = 0.0, None, -1
+        waiting = Waiting(self.phase)
         for line in proc.stdout:
+            waiting.line(line, progress)
             self.file.write(line)
             if watch:
                 watch(line)
@@ -101,6 +105,7 @@ class PhaseLog:
                     top = share if share is not None else top
             elif echo:
                 say(lines.tagged(self.phase, line.rstrip()))
+        waiting.stop()
         self.wait(proc)
         self.file.flush()
         if timer:
@@ -122,6 +127,41 @@ class PhaseLog:
         proc.returncode = os.waitstatus_to_exitcode(status)
         self.cpu_seconds += usage.ru_utime + usage.ru_stime
         self.peak_rss_kib = max(self.peak_rss_kib, usage.ru_maxrss)
+
+
+class Waiting:
+    """While a compile prints nothing, say every WAITING_SAY_SECONDS what it started last and for how long
+    (`[optimized] compile 1555/1556: linking CXX executable sql/mariadbd for 3 min`), so that its step's
+    progress moves; only for Ninja's lines, which name what starts."""
+
+    def __init__(self, phase, every=None):
+        self.phase, self.every = phase, every or WAITING_SAY_SECONDS
+        self.edge = self.progress = None
+        self.since = time.monotonic()
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+        self.thread.start()
+
+    def line(self, line, progress):
+        """A line the command printed: a Ninja edge starting becomes what the compile waits on."""
+        match = progress.match(line) if progress is NINJA_PROGRESS else None
+        with self.lock:
+            self.since = time.monotonic()
+            if match:
+                self.edge = line[match.end():].strip()
+                self.progress = lines.compile_progress(self.phase, match["done"], match["total"])
+
+    def watch(self):
+        while not self.done.wait(self.every):
+            with self.lock:
+                silent = time.monotonic() - self.since
+                if self.edge and silent >= self.every:
+                    say(lines.compile_waiting(self.progress, self.edge, int(silent // 60)))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
 
 
 def kill_session(proc):

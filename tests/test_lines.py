@@ -118,3 +118,19 @@ def test_training_passes_are_progress():
     """profile_load's pass lines, as the train phase echoes them (tagged [train]), and only those."""
     assert lines.progress("[train] pass 3 of 24: engine=innodb binlog=row api=prepared") == "pass 3 of 24"
     assert lines.progress("[check] pass 3 of 24") is None
+
+
+def test_a_silent_compile_says_what_it_waits_on(tmp_path, monkeypatch, capsys):
+    """A compile that prints nothing for a while (a whole server's link) keeps its step's progress moving:
+    what Ninja started last, and for how long; the master's parser reads it as progress."""
+    from pgo import runner
+
+    monkeypatch.setattr(runner, "WAITING_SAY_SECONDS", 0.3)
+    log = runner.PhaseLog(tmp_path / "optimized.log", "optimized")
+    script = "echo '[1/2] Building C object hot.c.o'; echo '[2/2] Linking C executable sql/mariadbd'; sleep 1.5"
+    assert log.run(["sh", "-c", script]) == 0
+    log.close()
+    said = capsys.readouterr().out.splitlines()
+    waiting = [line for line in said if ": linking" in line]
+    assert waiting and waiting[0] == "[optimized] compile 2/2: linking C executable sql/mariadbd for 0 min", said
+    assert lines.progress(waiting[0]) == "compile 2/2: linking C executable sql/mariadbd for 0 min"
