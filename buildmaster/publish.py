@@ -15,12 +15,11 @@ from pathlib import Path
 
 import markdown
 
-from pgo import PipelineError, atomic, lines
+from pgo import PipelineError, atomic, formats, lines
 from pgo.checksums import SUMS, sha256_file, write_sha256sums
 from pgo.readers import read_json
 
 STAGING = ".incoming"
-PACKAGE_SUFFIXES = (".deb", ".rpm", ".tar.gz", ".tar.xz")
 INDEX = "index.html"          # the downloads server (Twisted's static.File) shows it for its folder
 REPORT, REPORT_PAGE = "benchmark/report.md", "benchmark/report.html"
 LISTING = "releases.json"     # the front page's list, for scripts
@@ -173,7 +172,7 @@ def packages(folder: str | os.PathLike) -> list[str]:
     """The packages of a published folder (in its format folders), as relative paths."""
     folder = Path(folder)
     return sorted(str(path.relative_to(folder)) for path in folder.glob("*/*")
-                  if path.is_file() and path.name.endswith(PACKAGE_SUFFIXES))
+                  if path.is_file() and path.name.endswith(formats.PACKAGE_SUFFIXES))
 
 
 def test_reports(folder: str | os.PathLike) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pgo import REPO, PipelineError, platforms
+from pgo import REPO, PipelineError, formats, platforms
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
 from pgo.config import build_config, default_config
 from pgo.readers import read_toml
@@ -24,7 +24,7 @@ from pgo.versions import validate_request
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"
 SETTINGS_FILE = "master-settings.toml"      # in the runtime folder, unless $PGO_MASTER_SETTINGS names another
-PACKAGE_FORMATS = ("bintar", "deb", "rpm")
+PACKAGE_FORMATS = formats.NAMES
 # The master's ports unless the settings say otherwise: the web UI, the workers', and the
 # downloads (buildmaster/downloads.py), by default the one after the web UI's.
 WEB_PORT, WORKER_PORT = 8010, 9989

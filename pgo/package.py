@@ -28,13 +28,13 @@ from pathlib import Path
 from pgo import PipelineError, atomic, contract, debpackages, debrules, process, protocol
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import build_config, server_binary
+from pgo.formats import NAMES, Format, parse
 from pgo.readers import read_json
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run, unmet_set_requirements
 from pgo.runner import say
 from pgo.toolchain import built_with_lto
 from pgo.workdir import Workdir
 
-FORMATS = ("bintar", "rpm", "deb")
 NO_SPACE = os.strerror(errno.ENOSPC)      # "No space left on device", as every tool says it
 BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
 
@@ -42,7 +42,7 @@ BUILD_ID = re.compile(r"Build ID: ([0-9a-f]+)")
 def register(subparsers):
     package = subparsers.add_parser("package", help="package a work directory's build as bintar, rpm or deb")
     package.add_argument("--workdir", required=True, help="work directory of `pgo build`")
-    package.add_argument("--format", required=True, choices=FORMATS)
+    package.add_argument("--format", required=True, choices=NAMES)
     package.add_argument("--out", required=True, help="folder to publish into (must not exist yet)")
     package.add_argument("--release", type=release_number, default=1,
                          help="package release number: deb revision, rpm Release (default 1)")
@@ -163,7 +163,7 @@ def publish(args):
         # run when a killed one leaves it.
         with atomic.scratch(out.with_name(f"{out.name}-scratch")) as scratch, source_of(build.workdir):
             # A maker returns the build it packaged (an --as-plain one is package-plain/'s).
-            packaged, packages = MAKERS[args.format](build, folder, scratch)
+            packaged, packages = MAKERS[parse(args.format)](build, folder, scratch)
         identity = check_identity(packaged, args.format, packages)
         write_buildinfo(packaged, args.format, folder, packages, identity)
         write_sha256sums(folder)
@@ -242,21 +242,33 @@ def check_identity(build, fmt, packages):
 def extract_named(fmt, package, name, into):
     """Extract the regular files called `name` from a package; return their paths."""
     into.mkdir(parents=True)
-    if fmt == "bintar":
-        return extract_from_tar(tarfile.open(package, "r:*"), name, into)
-    if fmt == "deb":
-        stream = process.start(["dpkg-deb", "--fsys-tarfile", package], stdout=process.PIPE)
-        try:
-            return extract_from_tar(tarfile.open(fileobj=stream.stdout, mode="r|"), name, into)
-        finally:
-            stream.stdout.close()
-            stream.wait()
+    return EXTRACTORS[parse(fmt)](package, name, into)
+
+
+def extract_from_bintar(package, name, into):
+    return extract_from_tar(tarfile.open(package, "r:*"), name, into)
+
+
+def extract_from_deb(package, name, into):
+    stream = process.start(["dpkg-deb", "--fsys-tarfile", package], stdout=process.PIPE)
+    try:
+        return extract_from_tar(tarfile.open(fileobj=stream.stdout, mode="r|"), name, into)
+    finally:
+        stream.stdout.close()
+        stream.wait()
+
+
+def extract_from_rpm(package, name, into):
     listing = run(["rpm", "-qpl", package]).splitlines()
     wanted = [f".{p}" for p in listing if Path(p).name == name]
     if wanted:
         cpio = f"rpm2cpio {shquote(package)} | cpio -idm --quiet {' '.join(map(shquote, wanted))}"
         run(["sh", "-c", cpio], cwd=into)
     return [into / w for w in wanted if (into / w).is_file() and not (into / w).is_symlink()]
+
+
+# Each format's way to take one file out of its package (the binary the proof compares), per pgo/formats.py.
+EXTRACTORS = {Format.BINTAR: extract_from_bintar, Format.DEB: extract_from_deb, Format.RPM: extract_from_rpm}
 
 
 def extract_from_tar(archive, name, into):
@@ -681,4 +693,5 @@ def make_deb(build, folder, scratch):
     return build, debpackages.make(build, spec, folder, scratch)
 
 
-MAKERS = {"bintar": make_bintar, "rpm": make_rpm, "deb": make_deb}
+# Each format's packaging (pgo/formats.py).
+MAKERS = {Format.BINTAR: make_bintar, Format.DEB: make_deb, Format.RPM: make_rpm}

@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from pgo import PipelineError, debpackages, piuparts, platforms, process, source, testrun
 from pgo.checksums import SUMS, verify_sha256sums
 from pgo.config import product
+from pgo.formats import Format, parse
 from pgo.protocol import PACKAGE_INFO
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, load_toml, unmet_set_requirements
 from pgo.runner import PhaseLog, say
@@ -97,7 +98,7 @@ def cmd_prove(args):
         f"{'PGO profile ' + info['profile_id'] if info['profile_id'] else 'plain build'}")
     if args.upgrade_from:
         check_older(Path(args.upgrade_from).resolve(), info)
-    comment = PROVERS[info["format"]](folder, info, args)
+    comment = PROVERS[parse(info["format"])](folder, info, args)
     if args.piuparts_only:
         say("proof passed: lintian and piuparts (--piuparts-only: the packages were not run, no version comment)")
         return
@@ -493,4 +494,5 @@ def chroot_tests(info, suite, chosen, recipe, debs, scratch):
             f'if [ -f "$1{inside}/{testrun.JUNIT}" ]; then cp "$1{inside}/{testrun.JUNIT}" {out}/; fi']
 
 
-PROVERS = {"bintar": prove_bintar, "rpm": prove_rpm, "deb": prove_deb}
+# Each format's proof (pgo/formats.py).
+PROVERS = {Format.BINTAR: prove_bintar, Format.DEB: prove_deb, Format.RPM: prove_rpm}

@@ -333,3 +333,22 @@ def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
         with pytest.raises(PipelineError, match=re.escape(f"the rpm recipe's {phrase}")) as refusal:
             tree_options({"cmake": value}, "rpm")
         assert "\n" not in str(refusal.value)
+
+
+def test_every_package_format_has_its_maker_extractor_prover_and_recipes(tmp_path):
+    """pgo/formats.py is the one list of formats: a format added there without its parts fails here, and a
+    format it does not list is refused in one line, never taken for another."""
+    from buildmaster.publish import packages
+    from buildmaster.settings import PACKAGE_FORMATS
+    from pgo import formats, package, prove
+    from pgo.recipes import RECIPES
+
+    assert set(package.MAKERS) == set(package.EXTRACTORS) == set(prove.PROVERS) == set(formats.Format)
+    assert all((RECIPES / name).is_dir() for name in formats.NAMES)
+    assert PACKAGE_FORMATS == formats.NAMES == ("bintar", "deb", "rpm")
+    with pytest.raises(PipelineError, match=r"^unknown package format 'zip' \(known: bintar, deb, rpm\)$"):
+        package.extract_named("zip", tmp_path / "x.zip", "mariadbd", tmp_path / "out")
+    for name in ("deb/a_1_amd64.deb", "rpm/a-1.x86_64.rpm", "bintar/a-1.tar.gz", "deb/buildinfo.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert packages(tmp_path) == ["bintar/a-1.tar.gz", "deb/a_1_amd64.deb", "rpm/a-1.x86_64.rpm"]
