@@ -192,12 +192,12 @@ def build_config(name, data=None):
         if current in seen:
             raise PipelineError(f"configuration '{name}' inherits from itself")
         seen.add(current)
-        for key, known in (("", CONFIG_KEYS), ("reduced.", REDUCED_KEYS)):
+        for key, allowed in (("", CONFIG_KEYS), ("reduced.", REDUCED_KEYS)):
             table = configs[current] if not key else configs[current].get("reduced", {})
-            unknown = sorted(set(table) - set(known) - set(RETIRED_KEYS)) if isinstance(table, dict) else []
+            unknown = sorted(set(table) - set(allowed) - set(RETIRED_KEYS)) if isinstance(table, dict) else []
             if unknown:
                 raise PipelineError(f"configuration '{current}': unknown setting '{key}{unknown[0]}' (known: "
-                                    f"{', '.join(known)})")
+                                    f"{', '.join(allowed)})")
         chain.append(configs[current])
         current = configs[current].get("inherits")
     chain.reverse()

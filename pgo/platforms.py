@@ -90,13 +90,13 @@ def load(path=PLATFORMS_FILE):
         raise PlatformError(f"{Path(path).name} defines no platform")
     platforms = {name: parse(name, raw) for name, raw in table.items()}
     for key, what in (("codename", "release"), ("image", "image")):
-        seen = {}
+        seen: dict[str, str] = {}
         for p in platforms.values():
             value = getattr(p, key)
             if value and value in seen:
                 raise PlatformError(f"platforms '{seen[value]}' and '{p.name}' are the same {what} ({value})")
             seen[value] = p.name
-    shipped = {}
+    shipped: dict[str, str] = {}
     for p in platforms.values():
         for line in p.lines:
             if line in shipped:

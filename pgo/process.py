@@ -17,28 +17,31 @@ from typing import IO, Any
 
 from pgo.errors import PipelineError
 
+# A working folder as the callers give it: a path, a string or none (this process's own).
+Folder = str | os.PathLike[str] | None
+
 # Where start's and run_into's output goes, besides an open file: subprocess's own constants.
 PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
 
 
-def run(cmd: Sequence[object], *, cwd: object = None, env: Mapping[str, str] | None = None,
+def run(cmd: Sequence[object], *, cwd: Folder = None, env: Mapping[str, str] | None = None,
         error: type[Exception] = PipelineError, timeout: float | None = None,
         what: str | None = None) -> subprocess.CompletedProcess:
     """Run cmd to its end, stdout and stderr captured as text (undecodable bytes replaced), env
     added to this process's environment; the caller judges the exit status. A tool that cannot be
     started raises error("cannot run TOOL: why"); past timeout (seconds) it is
     killed and error("WHAT did not finish within N s") raised (what: the tool's name unless told)."""
-    cmd = [str(c) for c in cmd]
+    args = [str(c) for c in cmd]
     try:
-        return subprocess.run(cmd, cwd=cwd, env=environment(env), capture_output=True, text=True, errors="replace",
+        return subprocess.run(args, cwd=cwd, env=environment(env), capture_output=True, text=True, errors="replace",
                               timeout=timeout)
     except OSError as e:
-        raise error(cannot_run(cmd, e)) from e
+        raise error(cannot_run(args, e)) from e
     except subprocess.TimeoutExpired:
-        raise error(f"{what or os.path.basename(cmd[0])} did not finish within {timeout:g} s") from None
+        raise error(f"{what or os.path.basename(args[0])} did not finish within {timeout:g} s") from None
 
 
-def output_of(cmd: Sequence[object], *, cwd: object = None, env: Mapping[str, str] | None = None,
+def output_of(cmd: Sequence[object], *, cwd: Folder = None, env: Mapping[str, str] | None = None,
               error: type[Exception] = PipelineError, tail: int = 20, timeout: float | None = None) -> str:
     """cmd's standard output; error("CMD ... failed with status N:" and its last `tail` lines of
     output) when it fails."""
@@ -54,32 +57,32 @@ def last_lines(done: subprocess.CompletedProcess, count: int) -> str:
     return "\n".join((done.stdout + done.stderr).strip().splitlines()[-count:])
 
 
-def run_into(cmd: Sequence[object], out: IO[Any] | None = None, *, cwd: object = None,
+def run_into(cmd: Sequence[object], out: IO[Any] | None = None, *, cwd: Folder = None,
              env: Mapping[str, str] | None = None, error: type[Exception] = PipelineError) -> int:
     """Run cmd to its end, its output (stdout and stderr) into the open file `out` (a log), or onto
     this process's own output without one (a tool whose progress the user watches); its exit status."""
-    cmd = [str(c) for c in cmd]
+    args = [str(c) for c in cmd]
     try:
-        return subprocess.run(cmd, cwd=cwd, env=environment(env), stdout=out,
+        return subprocess.run(args, cwd=cwd, env=environment(env), stdout=out,
                               stderr=None if out is None else STDOUT).returncode
     except OSError as e:
-        raise error(cannot_run(cmd, e)) from e
+        raise error(cannot_run(args, e)) from e
 
 
 def start(cmd: Sequence[object], *, stdout: Any = None, stderr: Any = None, text: bool = False,
-          cwd: object = None, env: Mapping[str, str] | None = None, new_session: bool = False,
+          cwd: Folder = None, env: Mapping[str, str] | None = None, new_session: bool = False,
           error: type[Exception] = PipelineError) -> subprocess.Popen:
     """Start cmd beside this process and return it: a server, a VM, a tool whose output the caller
     reads as it comes (stdout=PIPE). stdout and stderr: an open file, PIPE, STDOUT or DEVNULL, or
     this process's own (None); text: the pipe as text, undecodable bytes replaced; new_session:
     it leads its own session, so that it and everything it started can be killed together."""
-    cmd = [str(c) for c in cmd]
+    args = [str(c) for c in cmd]
     try:
-        return subprocess.Popen(cmd, cwd=cwd, env=environment(env), stdout=stdout, stderr=stderr, text=text,
+        return subprocess.Popen(args, cwd=cwd, env=environment(env), stdout=stdout, stderr=stderr, text=text,
                                 errors="replace" if text else None, bufsize=1 if text else -1,
                                 start_new_session=new_session)
     except OSError as e:
-        raise error(cannot_run(cmd, e)) from e
+        raise error(cannot_run(args, e)) from e
 
 
 def ended(proc: subprocess.Popen, timeout: float) -> bool:

@@ -13,6 +13,7 @@ import re
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from pgo import PipelineError, process
 from pgo.protocol import MIN_TRACED
@@ -106,7 +107,8 @@ VALUES = re.compile(r"^\d+:((?:\s+-?\d+)+)$")
 
 def _parse_dump(text, paths):
     """Read `gcov-dump -l` output (gcov_dump_output)."""
-    by_path = {p: {"runs": 0, "sum_max": 0, "total": 0, "functions": []} for p in paths}
+    # per object: runs, sum_max and total counts, and each function's (hottest counter, whether it ran)
+    by_path: dict[str, dict[str, Any]] = {p: {"runs": 0, "sum_max": 0, "total": 0, "functions": []} for p in paths}
     kind, hottest = None, 0
     for line in text.splitlines():
         path, _, rest = line.partition(":")
@@ -185,7 +187,7 @@ def function_records(paths, gcov_dump="gcov-dump"):
     """{path: the set of function records (ident and checksums) of a .gcda or .gcno}."""
     records = {}
     for batch, text in gcov_dump_output(paths, gcov_dump):
-        found = {path: set() for path in batch}
+        found: dict[str, set[str]] = {path: set() for path in batch}
         for line in text.splitlines():
             path, _, rest = line.partition(":")
             if path in found and (record := FUNCTION_RECORD.search(rest)):
@@ -214,7 +216,8 @@ def function_entries(profile_dir, build_dir, gcov="gcov", gcov_dump="gcov-dump")
     # every function it has counters for is one of its notes', with the same checksums.
     records = function_records([path for pair in pairs for path in pair], gcov_dump)
     fitting = [(gcda, notes) for gcda, notes in pairs if records[str(gcda)] <= records[str(notes)]]
-    entries, unread = Counter(), len(pairs) - len(fitting)
+    entries: Counter[str] = Counter()
+    unread = len(pairs) - len(fitting)
     with tempfile.TemporaryDirectory(prefix="pgo-gcov-") as scratch:
         # gcov pairs a .gcda with the .gcno of the same name: give each pair one short name.
         for number, (gcda, notes) in enumerate(fitting):
@@ -296,7 +299,7 @@ def quality(by_object, hot_dirs, setup_counts=None, lto=False):
     ran = [(o, hottest) for o, f in in_hot.items() for hottest, did in f["functions"] if did]
     hot = None if lto else sum(1 for o, hottest in ran if hottest >= hot_threshold(in_hot[o]))
     hottest = {o: max((h for h, _ in f["functions"]), default=0) for o, f in by_object.items()}
-    largest = sorted(by_object, key=hottest.get, reverse=True)[:5]
+    largest = sorted(by_object, key=lambda o: hottest[o], reverse=True)[:5]
     total = sum(f["total"] for f in by_object.values())
     # The server's objects are most of the hot ones: their number of runs is the one that counts.
     runs = Counter(f["runs"] for f in in_hot.values()).most_common(1)
@@ -371,7 +374,7 @@ def warned_objects(log_text, marker):
 
 def objects_by_source(objects):
     """{'sql/sql_parse.cc': ['sql/CMakeFiles/sql.dir/sql_parse.cc'], ...}: CMake's object naming reversed."""
-    sources = {}
+    sources: dict[str, list[str]] = {}
     for obj in objects:
         directory, _, rest = obj.rpartition("CMakeFiles/")
         if "/" in rest:

@@ -104,7 +104,7 @@ def options_of(record, paths=()):
     for number, path in enumerate(paths):
         marker = f"\0{number}\0"
         kept[marker] = str(path)
-        record = re.sub(re.escape(f"={path}") + r"(?= |$)", lambda _, marker=marker: "=" + marker, record)
+        record = re.sub(re.escape(f"={path}") + r"(?= |$)", "=" + marker, record)   # no backslash in it
     options = re.split(r" (?=-)", record)[1:]
     for marker, path in kept.items():
         options = [option.replace(marker, path) for option in options]

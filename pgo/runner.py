@@ -80,9 +80,10 @@ class PhaseLog:
         timer = threading.Timer(timeout, kill_session, (proc,)) if timeout is not None else None
         if timer:
             timer.start()
-        tail = []
+        tail: list[str] = []
         shown, said, top = 0.0, None, -1
         waiting = Waiting(self.phase)
+        assert proc.stdout is not None                  # stdout=PIPE
         for line in proc.stdout:
             waiting.line(line, progress)
             self.file.write(line)
