@@ -127,7 +127,7 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         self.use_record(record)
         if self.keep:
             yield self.keep_it(record)
-        self.result_line = self.read_record(record)
+        self.result_line = self.read_record(record) if self.read_record else None
         self.updateSummary()
         return WARNINGS if self.warns and self.warns(record) else SUCCESS
 

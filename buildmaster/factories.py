@@ -46,7 +46,6 @@ from buildmaster.kept import keep
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
 from pgo import protocol
 from pgo.bench.policy import RELEASE
-from pgo.config import build_config
 from pgo.lines import (
     bench_verdict_summary,
     bolt_check_summary,
@@ -56,7 +55,7 @@ from pgo.lines import (
     test_result_summary,
     test_verdict_summary,
 )
-from pgo.phases import PIPELINES, runs
+from pgo.phases import PIPELINES
 from pgo.versions import LATEST
 
 # A MariaDB compile prints progress every few seconds, but training and the
@@ -82,7 +81,9 @@ def in_test_results(name: str) -> Callable[[str, str], str]:
 RECORDS = {"check": (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
            "optimized": (in_workdir(protocol.PROFILE_USE), profile_use_summary),
            "bolt": (in_workdir(protocol.BOLT_CHECK), bolt_check_summary),
-           "test": (in_test_results(protocol.TEST_RESULTS), test_result_summary)}
+           "test": (in_test_results(protocol.TEST_RESULTS), test_result_summary),
+           # The plan has no summary: the build keeps it (buildmaster/kept.py), and its steps run by it.
+           "source": (in_workdir(protocol.PLAN), None)}
 BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 
@@ -296,10 +297,17 @@ def build_pipeline(step):
     return "reuse" if reusing(step.getProperty("profile", "train")) else "on"
 
 
+def plan(step):
+    """The build's plan: its configuration resolved once on the worker by the source phase (protocol.PLAN),
+    kept by the source step (buildmaster/kept.py); None before it, or when it could not be read."""
+    return step.getProperty("plan")
+
+
 def configured(name, step):
-    """Whether the build's configuration runs a phase of its pipeline (pgo/phases.py runs): the bolt
-    phase only with `bolt = true`; the other phases do not ask it."""
-    return name != "bolt" or runs(name, build_config(step.getProperty("config")))
+    """Whether the build's configuration runs a phase of its pipeline, by its plan: the bolt phase only
+    with `bolt = true`; the other phases do not ask it. Without a plan the step runs, and the worker
+    refuses a phase its build does not run: loudly, never skipped by a guess."""
+    return name != "bolt" or plan(step) is None or name in plan(step)["phases"]
 
 
 # A release's work that an interrupted build of the same request leaves for the next (pgo/resume.py), and what
@@ -342,8 +350,8 @@ def clean_step(*names):
 def benchmark_wanted(step):
     """'auto': gate the releases of products the benchmark can measure."""
     choice = step.getProperty("benchmark", "auto")
-    if choice == "auto":
-        return build_config(step.getProperty("config")).product.name in BENCHMARKED_PRODUCTS
+    if choice == "auto":     # by the plan; without one the gate runs, and fails a product it cannot measure
+        return plan(step) is None or plan(step)["product"] in BENCHMARKED_PRODUCTS
     return choice == "on"
 
 

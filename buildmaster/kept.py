@@ -1,5 +1,6 @@
-"""What a build keeps of its steps' records (pgo/protocol.py) as build properties: what the release dashboard
-(buildmaster/dashboard.py) shows of it, read from the record, never from a summary's text."""
+"""What a build keeps of its steps' records (pgo/protocol.py) as build properties, read from the record, never
+from a summary's text: the plan its later steps run or skip by (buildmaster/factories.py), and what the release
+dashboard (buildmaster/dashboard.py) shows of it."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,8 +40,15 @@ def kept_gate(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"outcome": verdict["outcome"], "publish": verdict["publish"], "speedups": gated}
 
 
+def kept_plan(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Of the source phase's plan (plan.json): the configuration resolved once, on the worker."""
+    return {"config": record["config"], "product": record["product"], "phases": list(record["phases"])}
+
+
 # step name: (build property, what of the step's record it keeps)
 KEPT: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    "source": ("plan", kept_plan),
+    "baseline-source": ("baseline_plan", kept_plan),
     "check": ("profile_check", kept_profile),
     "optimized": ("profile_use", kept_profile_use),
     "test": ("test_counts", kept_tests),
@@ -51,5 +59,5 @@ KEPT: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
 
 
 def keep(step_name: str) -> dict[str, Any]:
-    """The keep= argument of a step (buildsteps.PgoCommand) for what the dashboard shows of its record."""
+    """The keep= argument of a step (buildsteps.PgoCommand) for what is kept of its record."""
     return {"keep": KEPT[step_name]} if step_name in KEPT else {}

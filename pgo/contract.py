@@ -33,6 +33,7 @@ from pgo.protocol import (
     OPTIMIZED_OUTPUTS,
     PACKAGE_INFO,
     PLAIN_OUTPUTS,
+    PLAN,
     PROFILE,
     PROFILE_CHECK,
     PROFILE_USE,
@@ -68,6 +69,8 @@ ITEMS = (
     Item("src", ("source",), ("instrumented", "optimized", "bolt", "plain", "stage", "pgo package"),
          "link to the product line's shared source tree, held by each reader while it runs (pgo/source.py)"),
     Item(SOURCE_RECORD, ("source",), ("import", "archive", "stage"), "source checksum, kind, origin, version"),
+    Item(PLAN, ("source",), ("the master",), "the configuration resolved once: its product, line and the phases "
+         "the build runs (the master's steps run or skip by it)"),
     Item("build/pgo", ("instrumented", "optimized", "bolt"), ("check", "bolt", "stage"),
          "the instrumented, then the optimised build tree; its build token; with bolt, its server binary "
          "BOLTed, the linked one kept beside it (<name>.pre-bolt)"),

@@ -80,6 +80,7 @@ def fetch_source(ctx, log):
     link_source(ctx.workdir, tree)
     write_json(ctx.workdir.root / contract.SOURCE_RECORD,
                {"kind": src.kind, "origin": src.origin, "checksum": src.checksum, "version": s.version})
+    write_json(ctx.workdir.root / contract.PLAN, plan(s, ctx.config))
     log.note(f"source {src.origin} sha256 {src.checksum} in {tree}")
 
 
@@ -468,6 +469,12 @@ def runs(phase, config, tests=DEFAULT_TEST_SET):
     """Whether a build runs a phase of its pipeline: the tests unless they are off, BOLT only for a
     configuration with `bolt = true`."""
     return (phase != "test" or tests != "off") and (phase != "bolt" or config.bolt)
+
+
+def plan(settings, config):
+    """The build's configuration resolved once (contract.PLAN): what the master's steps decide by."""
+    return {"config": settings.config, "product": config.product.name, "line": config.line, "pgo": settings.pgo,
+            "pipeline": pipeline_name(settings), "phases": list(pipeline_of(settings))}
 
 
 def pipeline_of(settings):

@@ -15,6 +15,9 @@ from typing import Any
 SETTINGS = "settings.json"
 STATE = "state.json"
 SOURCE_RECORD = "source.json"
+# The build's configuration resolved once, by the source phase: the product, the phases its pipeline runs.
+# The master decides from it which steps run (bolt, the benchmark), never from its own checkout's copy.
+PLAN = "plan.json"
 PROFILE_CHECK = "profile-check.json"
 PROFILE_USE = "profile-use.json"
 TRAINING_COUNTS = "training-counts.json"

@@ -31,7 +31,8 @@ from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, fr
 from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
 from launcher import local
 from pgo import platforms
-from pgo.phases import PHASES, PIPELINES
+from pgo.config import build_config
+from pgo.phases import PHASES, PIPELINES, plan
 from pgo.source import ensure_deb_src
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,17 +120,24 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
 
 
 def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
-    """Defined once in pgo/phases.py; a step of every PGO build, run where the configuration asks for it."""
+    """Defined once in pgo/phases.py; a step of every PGO build, run where the configuration asks for it: by
+    the plan the worker's source phase resolved (plan.json, kept by the source step), never by the master's
+    own checkout. Without a plan it runs, and the worker refuses a phase its build does not run."""
     for builder in ("release-debian-12", "nightly-debian-12"):
         factory = next(b.factory for b in two_platforms.builders if b.name == builder)
         step = next(s for s in factory.steps if s.kwargs.get("name") == "bolt")
         assert step.kwargs["command"][-2:] == ["--phase", "bolt"]
         for config, profile, runs in (("fixture-lto-bolt", "train", True), ("minimal-lto-bolt", "latest", True),
                                       ("fixture-lto", "train", False), ("minimal-lto", "train", False)):
-            properties = {"config": config, "profile": profile}
+            settings = SimpleNamespace(config=config, pgo="on", tests="release",
+                                       profile_from=None if profile == "train" else profile)
+            properties = {"config": config, "profile": profile,
+                          "plan": kept.kept_plan(plan(settings, build_config(config)))}
             build = SimpleNamespace(getProperty=lambda name, default=None, properties=properties:
                                     properties.get(name, default))
             assert step.kwargs["doStepIf"](build) is runs, (builder, config)
+            del properties["plan"]
+            assert step.kwargs["doStepIf"](build) is True, (builder, config)
 
 
 def test_schedulers_release_nightly_and_fan_out(two_platforms):

@@ -199,6 +199,9 @@ def test_release_stores_its_test_results_and_shows_on_the_dashboard(master):
     # What the dashboard shows, the build keeps from its steps' records (buildmaster/kept.py).
     properties = api.get(f"builds/{build['buildid']}/properties")["properties"][0]
     assert properties["test_counts"][0]["passed"] == 2 and properties["test_verdict"][0]["pgo_only"] == []
+    # The plan the worker's source phase resolved: the steps ran by it (no bolt, no plain build or benchmark).
+    assert properties["plan"][0] == {"config": "fixture", "product": "fixture", "phases": [
+        "source", "instrumented", "train", "check", "optimized", "archive", "stage", "test"]}
     page = fetch(settings.url + "plugins/wsgi_dashboards/releases/index.html").decode()
     assert "<h2>fixture</h2>" in page, page
     row = page[page.index("<h2>fixture</h2>"):page.index("</table>", page.index("<h2>fixture</h2>"))]
