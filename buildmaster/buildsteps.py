@@ -54,8 +54,9 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
     verdict step decides). With verdict_on_failure, a command that failed without an
     error line failed by the verdict it recorded (the benchmark's gate), which becomes
     the step's summary. A failed command's summary is its error line (what `./release`
-    prints for it too). With keep, (property, pick), pick(record) becomes a build property too: what the
-    release dashboard (buildmaster/dashboard.py) shows of the build, from the record, not from a summary.
+    prints for it too). With keep, (property, pick), pick(record) becomes a build property too
+    (buildmaster/kept.py): the plan the later steps run by, what the release dashboard shows of the build;
+    from the record, never from a summary. Without read_record a record is kept only, not summed up.
     """
 
     renderables = ["record"]
@@ -95,8 +96,8 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
 
     @defer.inlineCallbacks
     def keep_record(self):
-        """What the dashboard keeps of the record of a command that failed by it (the test verdict that
-        refused the release names the tests): the summary stays the error line; no record, nothing kept."""
+        """What is kept of the record of a command that failed by it (the test verdict that refused the
+        release names the tests): the summary stays the error line; no record, nothing kept."""
         try:
             text = yield self.getFileContentFromWorker(self.record)
             record = protocol.read_record(text, self.record)
@@ -106,13 +107,13 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
 
     @defer.inlineCallbacks
     def keep_it(self, record):
-        """The build property the dashboard reads; a record it cannot read it for (another schema) is said in
-        the step's log, and never fails the step."""
+        """The build property kept of the record; a record it cannot be read from (another schema) is said
+        in the step's log, and never fails the step (a build without its plan runs every step it may)."""
         name, pick = self.keep
         try:
             self.setProperty(name, pick(record), self.name)
         except (KeyError, TypeError, ValueError) as e:
-            yield self.addCompleteLog("dashboard", f"{name} not kept for the dashboard: {type(e).__name__} {e}\n")
+            yield self.addCompleteLog("kept", f"{name} not kept: {type(e).__name__} {e}\n")
 
     @defer.inlineCallbacks
     def take_record(self, failed=False):
@@ -276,8 +277,8 @@ class PublishFolder(buildstep.BuildStep):
 
 class RecordTestResults(buildstep.BuildStep):
     """A test run's per-test outcomes (the results.json it uploaded to the staging folder) in Buildbot's own
-    test-result store: the build page lists them under this step, and the data API keeps each test's
-    history across builds (a flaky test, a test that fails on the optimised build only). A test passed if
+    test-result store: the data API keeps each test's history across builds (a flaky test, a test that fails
+    on the optimised build only), which the dashboard's pages show (Buildbot's UI has no view of it). A test passed if
     an attempt passed (pgo/testrun.py summarise); skipped tests have no result. A run without its record
     only warns: the verdict step decided already. page(buildid): the address of the build's test results
     page (buildmaster/dashboard.py), linked from the step."""

@@ -121,15 +121,13 @@ def page_head(title):
 
 
 def write_report(folder):
-    """The benchmark's report (Markdown, pgo/bench) as an HTML page beside it, with its plots."""
+    """The benchmark's report (Markdown, pgo/bench) as an HTML page beside it; the plots it shows are beside
+    both."""
     folder = Path(folder)
     if not (folder / REPORT).is_file():
         return
     body = markdown.markdown((folder / REPORT).read_text(errors="replace"), extensions=["tables"])
-    plots = "".join(f'<img src="{html.escape(p.name)}" alt="{html.escape(p.name)}" width="640">'
-                    for p in sorted((folder / "benchmark").glob("*.png")))
-    atomic.write(folder / REPORT_PAGE, (f"{page_head('Benchmark report')}{body}<h2>Plots</h2>{plots}"
-                                        "</body></html>\n").encode())
+    atomic.write(folder / REPORT_PAGE, f"{page_head('Benchmark report')}{body}</body></html>\n".encode())
 
 
 def published_folders(downloads):
