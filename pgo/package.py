@@ -241,8 +241,9 @@ def check_identity(build, fmt, packages):
 
 def extract_named(fmt, package, name, into):
     """Extract the regular files called `name` from a package; return their paths."""
+    extract = EXTRACTORS[parse(fmt)]
     into.mkdir(parents=True)
-    return EXTRACTORS[parse(fmt)](package, name, into)
+    return extract(package, name, into)
 
 
 def extract_from_bintar(package, name, into):
