@@ -30,6 +30,9 @@ def web_ui(settings):
             roleMatchers=[util.RolesFromUsername(roles=["admins"], usernames=admins)],
         ),
         "change_hook_dialects": {},
+        # A build's badge in the grid, console, waterfall and builder pages says its version (the release
+        # form's, or the one 'latest' resolved to) beside its number, instead of the branch we never use.
+        "ui_default_config": {"Links.build_link_template": "%(prop:version) (%(build_number))"},
     }
 
 

@@ -75,6 +75,9 @@ def test_web_ui_serves_the_grid_console_and_waterfall_views(master):
     _, settings = master
     for view in ("grid_view", "console_view", "waterfall_view"):
         assert b"buildbot" in fetch(f"{settings.url}plugins/{view}/scripts.js").lower(), view
+    # Every build's badge there says its version.
+    config = json.loads(fetch(f"{settings.url}config"))
+    assert config["ui_default_config"]["Links.build_link_template"] == "%(prop:version) (%(build_number))"
 
 
 def test_unpublished_uploads_are_not_served(master):
