@@ -56,12 +56,14 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
     the step's summary. A failed command's summary is its error line (what `./release`
     prints for it too). With keep, (property, pick), pick(record) becomes a build property too
     (buildmaster/kept.py): the plan the later steps run by, what the release dashboard shows of the build;
-    from the record, never from a summary. Without read_record a record is kept only, not summed up.
+    from the record, never from a summary. Without read_record a record is kept only, not summed up;
+    without in_build_summary its line is the step's summary only (the build's stays one line).
     """
 
     renderables = ["record"]
 
-    def __init__(self, record=None, read_record=None, warns=None, verdict_on_failure=False, keep=None, **kwargs):
+    def __init__(self, record=None, read_record=None, warns=None, verdict_on_failure=False, keep=None,
+                 in_build_summary=True, **kwargs):
         kwargs.setdefault("descriptionDone", kwargs.get("name"))
         super().__init__(**kwargs)
         self.record = record
@@ -69,6 +71,7 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         self.warns = warns
         self.verdict_on_failure = verdict_on_failure
         self.keep = keep
+        self.in_build_summary = in_build_summary
         self.latest_progress = None
         self.result_line = None
         self.error = None
@@ -144,7 +147,7 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         detail = (self.results != SUCCESS and self.error) or self.result_line or self.latest_progress
         if detail:
             summary["step"] = f"{summary['step']}: {detail}"
-        if self.result_line and self.results == SUCCESS:
+        if self.result_line and self.results == SUCCESS and self.in_build_summary:
             summary["build"] = self.result_line
         return summary
 

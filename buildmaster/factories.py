@@ -84,6 +84,10 @@ RECORDS = {"check": (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
            "test": (in_test_results(protocol.TEST_RESULTS), test_result_summary),
            # The plan has no summary: the build keeps it (buildmaster/kept.py), and its steps run by it.
            "source": (in_workdir(protocol.PLAN), None)}
+# The phases whose line goes into the build's summary too, which stays one line: the profile's use, BOLT's
+# check (the test verdict, the gate and the publish step add theirs); the profile check and the test run
+# stay on their steps, and the dashboard shows them.
+BUILD_SUMMARY = ("optimized", "bolt")
 BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 
@@ -163,7 +167,7 @@ def result_reading(name, workdir):
         return {}
     where, read_record = RECORDS[name]
     return {"record": util.Transform(where, workdir, TEST_SET), "read_record": read_record,
-            "warns": failed_tests if name == "test" else None}
+            "warns": failed_tests if name == "test" else None, "in_build_summary": name in BUILD_SUMMARY}
 
 
 def failed_tests(results: Mapping[str, Any]) -> bool:
