@@ -49,10 +49,12 @@ def compile_waiting(progress, edge, minutes):
     return f"{progress}: {edge[:1].lower()}{edge[1:]} for {minutes} min"
 
 
-def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes):
-    """One interleaved pair of the benchmark starts; max_pairs is the most this point gets."""
+def bench_pair(pair, max_pairs, workload, threads, minutes, max_minutes, place=None):
+    """One interleaved pair of the benchmark starts; max_pairs is the most this point gets; place, where it
+    stands in the whole plan (`sweep 14 of 36`: the fixed sweep, then `more single-thread pairs`)."""
+    where = f"{place}, " if place else ""
     return tagged("bench", f"pair {pair} (max {max_pairs}): {workload} N={threads}, "
-                           f"minute {minutes:.0f} of {max_minutes:g}")
+                           f"{where}minute {minutes:.0f} of {max_minutes:g}")
 
 
 def test_progress(done, failed):

@@ -172,7 +172,9 @@ def test_runs_are_interleaved_and_progress_is_reported(comparison):
     assert order == ["A", "B", "B", "A"] * (PAIRS // 2)
     progress = [lines.progress(line) for line in run.stdout.splitlines() if lines.progress(line)]
     assert len(progress) == len(THREADS) * PAIRS
-    assert progress[0].startswith(f"pair 1 (max {PAIRS}): oltp_point_select N=1, minute ")
+    total = len(THREADS) * PAIRS
+    assert progress[0].startswith(f"pair 1 (max {PAIRS}): oltp_point_select N=1, sweep 1 of {total}, minute ")
+    assert f", sweep {total} of {total}, minute " in progress[-1], progress
     assert "[bench] callgrind oltp_point_select run B (300 transactions)" in run.stdout
     assert result["builds"]["A"]["kind"] == "bintar" and result["builds"]["B"]["kind"] == "basedir"
     assert result["builds"]["A"]["version"] == result["builds"]["B"]["version"]

@@ -97,6 +97,9 @@ def test_benchmark_pair_is_progress():
     line = lines.bench_pair(7, 20, "oltp_read_only", 1, 12.4, 22)
     assert line == "[bench] pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
     assert lines.progress(line) == "pair 7 (max 20): oltp_read_only N=1, minute 12 of 22"
+    # Its place in the whole plan: the fixed sweep, then the single-thread pairs only the minutes bound.
+    line = lines.bench_pair(2, 3, "oltp_read_only", 4, 5.2, 22, "sweep 14 of 36")
+    assert lines.progress(line) == "pair 2 (max 3): oltp_read_only N=4, sweep 14 of 36, minute 5 of 22"
     assert lines.progress("[bench] report: report.md") is None
     assert lines.progress("[train] compile 3/4 files of the workload") is None
 

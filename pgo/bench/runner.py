@@ -128,9 +128,16 @@ class Session:
         runs = []
         extended = [w for w in s["workloads"] if w in SPEEDUP_WORKLOADS]
 
-        def measure_pair(workload, threads, pair):
+        # The fixed sweep's pairs, counted for the progress line; the single-thread pairs after it go on
+        # until the gate can decide or the time runs out, so only the minutes bound them.
+        sweep = {"done": 0, "of": len(s["workloads"]) * len(s["threads"]) * s["pairs"]}
+
+        def measure_pair(workload, threads, pair, extra=False):
             most = s["max_pairs"] if threads == 1 and workload in extended else s["pairs"]
-            print(lines.bench_pair(pair, most, workload, threads, self.minutes(), s["max_minutes"]),
+            if not extra:
+                sweep["done"] += 1
+            place = "more single-thread pairs" if extra else f"sweep {sweep['done']} of {sweep['of']}"
+            print(lines.bench_pair(pair, most, workload, threads, self.minutes(), s["max_minutes"], place),
                   flush=True)
             tps = {}
             for label in ("A", "B") if pair % 2 == 1 else ("B", "A"):
@@ -155,7 +162,7 @@ class Session:
         # Both servers are warm from the sweep, and the alternating order of the pairs
         # cancels whatever the workload measured last left behind.
         stopped = sequential.extend(
-            single_thread, lambda workload, pair: measure_pair(workload, 1, pair), s["min_speedup"],
+            single_thread, lambda workload, pair: measure_pair(workload, 1, pair, extra=True), s["min_speedup"],
             s["max_pairs"], self.started + 60 * s["max_minutes"], note=say)
         for workload, why in stopped.items():
             say(f"{workload} N=1: {len(single_thread[workload][0])} pairs, stopped: {why}")
