@@ -36,8 +36,9 @@ from pgo import (
 )
 from pgo.atomic import write_json
 from pgo.config import build_config, config_names, default_config
+from pgo.contract import TestRequest
 from pgo.errors import error_line, run_command
-from pgo.phases import PHASES, PIPELINES, Context, pipeline_name, pipeline_of, run_phases, runs
+from pgo.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
 from pgo.runner import say
 from pgo.versions import LATEST, validate_request
@@ -239,7 +240,7 @@ def cmd_build(args):
                         profile_from=profile_from, tests=args.tests)
     suffix = "" if args.pgo == "on" else "-plain"
     workdir = Workdir(args.workdir or f"work/{args.version}-{args.config}{suffix}")
-    ctx = Context(workdir, settings)          # validates the configuration
+    ctx = context(workdir, settings)          # validates the configuration
     ctx.compiler                              # noqa: B018 and the compiler, before anything is written
     ctx.environment                           # noqa: B018 and the environment
     if ctx.config.bolt and args.pgo == "on":
@@ -287,16 +288,15 @@ def cmd_phase(args):
         raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build"
                             + (" with --tests off" if args.name == "test" else ""))
     with workdir.locked():
-        run_phases(Context(workdir, settings), pipeline, [args.name])
+        run_phases(context(workdir, settings), pipeline, [args.name])
 
 
 def cmd_test(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
-    ctx = Context(workdir, settings)
-    chosen = testrun.chosen_set(ctx.product, settings, args.set)
-    ctx.overrides["test"] = {"set_name": chosen.name, "minutes": args.time_limit, "vardir": args.vardir}
-    testrun.plan(ctx, **ctx.overrides["test"])     # refuse before the phase forgets the earlier run
+    chosen = testrun.chosen_set(context(workdir, settings).product, settings, args.set)
+    ctx = context(workdir, settings, TestRequest(chosen.name, args.time_limit, args.vardir))
+    testrun.plan(ctx)     # refuse before the phase forgets the earlier run
     # The whole pipeline, test phase included, even for a work directory built with --tests off.
     with workdir.locked():
         run_phases(ctx, PIPELINES[pipeline_name(settings)], ["test"])

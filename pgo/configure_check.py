@@ -17,7 +17,7 @@ import shutil
 from pgo import PipelineError, lines, source, toolchain
 from pgo.atomic import write_json
 from pgo.config import build_config, default_config
-from pgo.phases import Context, comment_base, configure_command, run_phases, source_tree
+from pgo.phases import comment_base, configure_command, context, run_phases, source_tree
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import VARIANTS
 from pgo.versions import LATEST, validate_request
@@ -88,7 +88,7 @@ def verdict_line(config_name, version, variant, result):
 def check(workdir, settings, variants=None):
     """Run the source phase, then configure each build into a scratch folder; write RECORD; raise
     PipelineError with one line when a build lacks a feature."""
-    ctx = Context(workdir, settings)
+    ctx = context(workdir, settings)
     run_phases(ctx, ("source",), ("source",))
     scratch = workdir.root / SCRATCH
     results = {}

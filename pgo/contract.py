@@ -18,10 +18,13 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from pgo import PipelineError, profile
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
+from pgo.config import BuildConfig, Product
 
 # The work directory's names are the protocol's (the master reads some of them): pgo/protocol.py.
 from pgo.protocol import (
@@ -46,10 +49,46 @@ from pgo.protocol import (
     TESTS,
     TRAINING_COUNTS,
 )
-from pgo.toolchain import fingerprint
-from pgo.workdir import read_json
+from pgo.toolchain import Compiler, fingerprint
+from pgo.workdir import Settings, Workdir, read_json
 
 BUILD_TOKEN = "pgo-build-token"
+
+
+@dataclass(frozen=True)
+class TestRequest:
+    """What `pgo test` asks of the test phase beyond the work directory's settings: another test set,
+    a time limit, another vardir (None: the settings' set, the set's own limit, the work directory's)."""
+
+    set_name: str | None = None
+    minutes: float | None = None
+    vardir: str | None = None
+
+
+# A build's own test run: what the settings say.
+NO_TEST_REQUEST = TestRequest()
+
+
+class PhaseContext(Protocol):
+    """What a phase and the parts it calls read of the build they run in; pgo/phases.py makes it (its
+    `context`, the one place), the layers below take it by this interface."""
+
+    @property
+    def workdir(self) -> Workdir: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def config(self) -> BuildConfig: ...
+    @property
+    def product(self) -> Product: ...
+    @property
+    def profile(self) -> Path: ...
+    @property
+    def tests(self) -> TestRequest: ...
+    @property
+    def compiler(self) -> Compiler: ...
+    @property
+    def environment(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -162,11 +201,11 @@ def location(workdir, settings, path):
 
 # --- identity -------------------------------------------------------------------
 
-def identity(ctx, fields):
+def identity(ctx: PhaseContext, fields):
     return {field: current(ctx, field) for field in fields}
 
 
-def current(ctx, field):
+def current(ctx: PhaseContext, field):
     if field == SOURCE_ID:
         record = ctx.workdir.root / SOURCE_RECORD
         return read_json(record)["checksum"] if record.is_file() else None
@@ -204,7 +243,7 @@ def maker(pipeline, phase, path):
     return next((name for name in reversed(earlier) if path in outputs(name)), None)
 
 
-def require(ctx, pipeline, phase):
+def require(ctx: PhaseContext, pipeline, phase):
     """Refuse to run `phase` unless every input's maker succeeded, with the identity `phase` would use."""
     state = ctx.workdir.state()
     makers = []

@@ -29,6 +29,7 @@ from pgo import PipelineError, atomic, contract, debpackages, debrules, process,
 from pgo.checksums import sha256_file, write_sha256sums
 from pgo.config import build_config, server_binary
 from pgo.formats import NAMES, Format, parse
+from pgo.phases import absolute_destinations, configure_command, context, pipeline_of, run_phases, source_tree
 from pgo.readers import read_json
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run, unmet_set_requirements
 from pgo.runner import say
@@ -114,8 +115,7 @@ def load_build(workdir_path, release=1):
 def source_of(workdir):
     """The build's source, held in its line's shared tree while the packagers read it (CPack's
     install rules and the debs take files from the source; the rpm tree configures from it)."""
-    from pgo.phases import Context, source_tree
-    return source_tree(Context(workdir, workdir.load_settings()))
+    return source_tree(context(workdir, workdir.load_settings()))
 
 
 def build_id(path):
@@ -320,7 +320,6 @@ def make_bintar(build, folder, scratch):
     """CPack TGZ over the checked build tree; over a standalone-layout tree holding its files when the
     build's own layout installs to absolute paths (Debian's: /etc/mysql, /lib/systemd), which CPack's
     archive generators would write into this machine's root, as root, and leave out of the tarball."""
-    from pgo.phases import absolute_destinations
     tree = build.tree
     absolute = absolute_destinations(tree)
     if absolute:
@@ -349,7 +348,6 @@ def bintar_tree(build, spec, root):
     build's CMake command plus the recipe's `cmake` (the standalone layout), the folders the checked
     programs have compiled in kept from its cache (`keep`: they find them under --basedir), and the
     checked build's files. Refused, before CPack runs, if it still installs to an absolute path."""
-    from pgo.phases import absolute_destinations
     cache = cmake_cache(build.tree)
     missing = [name for name in spec.get("keep", ()) if name not in cache]
     if missing:
@@ -472,11 +470,10 @@ def configured_tree(build, tree, options, layout):
     """A tree configured with the checked build's own CMake command plus `options` (last: CMake takes
     -D and -U in the order given, so they override the checked build's), never compiled; and the
     targets whose file the layout names otherwise ({path in the tree: the checked build's file})."""
-    from pgo.phases import Context, configure_command
     # CPack builds a Makefiles tree's preinstall target before it installs, and that depends on `all`:
     # the tree would compile everything again, with the checked build's flags, and package that.
     extra = ["-DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON", *options]
-    ctx = Context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
+    ctx = context(build.workdir, replace(build.workdir.load_settings(), tests="off"))
     recorded = read_json(build.tree / protocol.CONFIGURE_RECORD, "the checked build's configure record")
     comment = next((a.split("=", 1)[1] for a in recorded if a.startswith(f"-D{ctx.product.comment_variable}=")), "")
     say(f"  configuring {tree} with {' '.join(options)} (configure only: the packaged files are the checked "
@@ -662,7 +659,6 @@ def build_nested(root, settings, what, release):
     Without the test phase: the suite ran on the release's own build, and `pgo prove` runs its
     smoke set on what these packages install.
     """
-    from pgo.phases import Context, pipeline_of, run_phases
     settings = replace(settings, tests="off")
     nested = Workdir(root)
     fresh = nested.settings_file.is_file() and nested.load_settings() != settings
@@ -671,7 +667,7 @@ def build_nested(root, settings, what, release):
     done = nested.state()["done"]
     say(f"building the {what} in {nested.root}"
         + (f"; resuming after {', '.join(p for p in pipeline if p in done)}" if done else ""))
-    run_phases(Context(nested, settings), pipeline, [p for p in pipeline if p not in done])
+    run_phases(context(nested, settings), pipeline, [p for p in pipeline if p not in done])
     return load_build(nested.root, release)
 
 

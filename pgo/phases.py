@@ -13,16 +13,18 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from pgo import REPO, PipelineError, atomic, bolt, contract, lines, profile, proof, reuse, source, testrun
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
-from pgo.config import build_config, server_binary
+from pgo.config import BuildConfig, Product, build_config, server_binary
 from pgo.protocol import CONFIGURE_RECORD, DEFAULT_TEST_SET
 from pgo.runner import MAKE_PROGRESS, NINJA_PROGRESS, PhaseLog, say
-from pgo.toolchain import build_environment, config_flags, detect, gcov_binary, lto_tools
-from pgo.workdir import read_json
+from pgo.toolchain import Compiler, build_environment, config_flags, detect, gcov_binary, lto_tools
+from pgo.workdir import Settings, Workdir, read_json
 
 
 @dataclass(frozen=True)
@@ -40,34 +42,38 @@ class Phase:
         return contract.outputs(self.name)
 
 
+@dataclass(frozen=True)
 class Context:
-    """What a phase needs: the work directory, its settings, configuration and compiler."""
+    """What a phase needs: the work directory, its settings, configuration and compiler (contract.PhaseContext
+    is its interface for the layers below). Made by `context` only."""
 
-    def __init__(self, workdir, settings):
-        self.workdir = workdir
-        self.settings = settings
-        self.config = build_config(settings.config)
-        self.product = self.config.product
-        self.profile = workdir.profile(settings)
-        if settings.tests != "off":
-            testrun.test_suite(self.product).test_set(settings.tests)
-        self._compiler = None
-        self._environment = None
-        # What one command asks of a phase beyond the settings (pgo test: another set, limit, vardir).
-        self.overrides = {}
+    workdir: Workdir
+    settings: Settings
+    config: BuildConfig
+    profile: Path
+    tests: contract.TestRequest = contract.NO_TEST_REQUEST
 
     @property
-    def compiler(self):
-        if self._compiler is None:
-            self._compiler = detect(self.settings.cc, self.settings.cxx)
-        return self._compiler
+    def product(self) -> Product:
+        return self.config.product
 
-    @property
-    def environment(self):
+    @cached_property
+    def compiler(self) -> Compiler:
+        return detect(self.settings.cc, self.settings.cxx)
+
+    @cached_property
+    def environment(self) -> dict[str, Any]:
         """The environment variables this command's builds depend on (pgo/toolchain.py)."""
-        if self._environment is None:
-            self._environment = build_environment()
-        return self._environment
+        return build_environment()
+
+
+def context(workdir: Workdir, settings: Settings, tests: contract.TestRequest = contract.NO_TEST_REQUEST) -> Context:
+    """The one place a Context is made: the configuration resolved (an unknown one refused), the test set
+    the settings name checked."""
+    config = build_config(settings.config)
+    if settings.tests != "off":
+        testrun.test_suite(config.product).test_set(settings.tests)
+    return Context(workdir, settings, config, workdir.profile(settings), tests)
 
 
 # --- the phases ---------------------------------------------------------------
@@ -430,7 +436,7 @@ def link_staged_plugins(links, stage, log):
 
 def run_tests(ctx, log):
     contract.require_outputs(ctx.workdir, "stage", ctx.workdir.stage, "rerun phase stage")
-    testrun.run_tests(ctx, log, **ctx.overrides.get("test", {}))
+    testrun.run_tests(ctx, log)
 
 
 def comment_base(ctx):

@@ -29,6 +29,7 @@ from typing import Any
 from pgo import PipelineError, contract, lines, process
 from pgo.atomic import write_json
 from pgo.config import TESTS_DIR, TestSet, TestSuite, build_config
+from pgo.contract import PhaseContext
 from pgo.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
 from pgo.runner import CommandTimedOut
 from pgo.workdir import Workdir, read_json
@@ -71,13 +72,14 @@ class Plan:
     runner: Path
 
 
-def plan(ctx, set_name=None, minutes=None, vardir=None):
-    """What the test phase's run of a test set (default: the work directory's) would do."""
+def plan(ctx: PhaseContext):
+    """What the test phase's run of a test set (the one `pgo test` asks for, else the work directory's)
+    would do."""
     suite = test_suite(ctx.product)
-    chosen = suite.test_set(set_name or ctx.settings.tests)
+    chosen = suite.test_set(ctx.tests.set_name or ctx.settings.tests)
     out = results_dir(ctx.workdir, chosen.name)
     return plan_tree(suite, chosen, ctx.workdir.stage, out, "the staged build",
-                     f"configuration {ctx.config.name}", minutes, vardir)
+                     f"configuration {ctx.config.name}", ctx.tests.minutes, ctx.tests.vardir)
 
 
 def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None, runner=None):
@@ -99,9 +101,9 @@ def plan_tree(suite, chosen, tree, out, what, maker, minutes=None, vardir=None, 
     return Plan(suite, chosen, chosen.minutes if minutes is None else minutes, tree, suites, out, var, runner)
 
 
-def run_tests(ctx, log, set_name=None, minutes=None, vardir=None):
+def run_tests(ctx: PhaseContext, log):
     """The test phase: run a test set on the staged tree; record and print the results."""
-    p = plan(ctx, set_name, minutes, vardir)
+    p = plan(ctx)
     results = execute(p, log)
     results.update(junit=str((p.out / JUNIT).relative_to(ctx.workdir.root)), build_token=staged_token(ctx.workdir))
     write_json(p.out / RESULTS, results)

@@ -19,7 +19,7 @@ from conftest import FIXTURE, build_fixture, refused, run_pgo
 from pgo import PipelineError, bolt, debpackages, lines
 from pgo.checksums import sha256_file
 from pgo.config import build_config
-from pgo.phases import Context, pipeline_of, run_phases
+from pgo.phases import context, pipeline_of, run_phases
 from pgo.proof import elf_section
 from pgo.recipes import RECIPES
 from pgo.runner import PhaseLog
@@ -241,7 +241,7 @@ def optimised(tmp_path_factory):
 
 
 def run_bolt(workdir):
-    ctx = Context(workdir, workdir.load_settings())
+    ctx = context(workdir, workdir.load_settings())
     with workdir.locked():
         run_phases(ctx, pipeline_of(ctx.settings), ["bolt"])
 
