@@ -132,8 +132,8 @@ class PhaseLog:
 
 class Waiting:
     """While a compile prints nothing, say every WAITING_SAY_SECONDS what it started last and for how long
-    (`[optimized] compile 1555/1556: linking CXX executable sql/mariadbd for 3 min`), so that its step's
-    progress moves; only for Ninja's lines, which name what starts."""
+    (`[optimized] compile 1555/1556: linking CXX executable sql/mariadbd for 3 min`, or with make
+    `compile 99%: ...`), so that its step's progress moves."""
 
     def __init__(self, phase, every=None):
         self.phase, self.every = phase, every or WAITING_SAY_SECONDS
@@ -145,13 +145,16 @@ class Waiting:
         self.thread.start()
 
     def line(self, line, progress):
-        """A line the command printed: a Ninja edge starting becomes what the compile waits on."""
-        match = progress.match(line) if progress is NINJA_PROGRESS else None
+        """A line the command printed: a Ninja edge or a make target starting becomes what the compile
+        waits on."""
+        match = progress.match(line) if progress in (NINJA_PROGRESS, MAKE_PROGRESS) else None
         with self.lock:
             self.since = time.monotonic()
             if match:
                 self.edge = line[match.end():].strip()
-                self.progress = lines.compile_progress(self.phase, match["done"], match["total"])
+                step = match.groupdict()
+                self.progress = (lines.compile_percent(self.phase, step["percent"]) if "percent" in step
+                                 else lines.compile_progress(self.phase, step["done"], step["total"]))
 
     def watch(self):
         while not self.done.wait(self.every):

@@ -132,8 +132,15 @@ def test_a_silent_compile_says_what_it_waits_on(tmp_path, monkeypatch, capsys):
     log = runner.PhaseLog(tmp_path / "optimized.log", "optimized")
     script = "echo '[1/2] Building C object hot.c.o'; echo '[2/2] Linking C executable sql/mariadbd'; sleep 1.5"
     assert log.run(["sh", "-c", script]) == 0
-    log.close()
     said = capsys.readouterr().out.splitlines()
     waiting = [line for line in said if ": linking" in line]
     assert waiting and waiting[0] == "[optimized] compile 2/2: linking C executable sql/mariadbd for 0 min", said
     assert lines.progress(waiting[0]) == "compile 2/2: linking C executable sql/mariadbd for 0 min"
+    # ... and make's (a Makefiles build: Debian's rules), by its share.
+    script = "echo '[ 99%] Linking CXX executable mariadbd'; sleep 1.5"
+    assert log.run(["sh", "-c", script], progress=runner.MAKE_PROGRESS) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert "[optimized] compile 99%: linking CXX executable mariadbd for 0 min" in said, said
+    assert lines.progress("[optimized] compile 99%: linking CXX executable mariadbd for 3 min") == (
+        "compile 99%: linking CXX executable mariadbd for 3 min")
+    log.close()
