@@ -310,3 +310,32 @@ def test_downloads_front_page_says_when_nothing_is_published(tmp_path):
     publish.write_downloads_index(tmp_path)
     assert "Nothing is published yet" in (tmp_path / publish.INDEX).read_text()
     assert json.loads((tmp_path / publish.LISTING).read_text()) == []
+
+
+def test_the_dashboard_shows_a_real_gates_speedups_with_their_intervals_and_report(rendered):
+    """What the benchmark step keeps of a real result (tests/data/bench/result.json, judged again) is what the
+    dashboard's speedup column shows: each gated single-thread workload's ratio and interval, the outcome,
+    the report."""
+    from datetime import UTC, datetime
+
+    from flask import render_template
+
+    from buildmaster import dashboard, kept
+
+    _, out = rendered
+    gate = kept.kept_gate(json.loads((out / "result.json").read_text()))
+    assert [s["workload"] for s in gate["speedups"]] == ["oltp_point_select", "oltp_read_only"]
+    row = dashboard.Row(kind="release", builder="release-debian-12", platform="debian-12", buildid=7, number=3,
+                        url="http://ui/#/builders/1/builds/3", started=datetime(2026, 11, 28, tzinfo=UTC),
+                        version="10.11.18", config="release", state="releasable", reason="published",
+                        properties={"gate": gate, "published_url": "http://dl/10.11.18/debian-12/"})
+    app = dashboard.make_app("MariaDB PGO", "http://ui/")
+    with app.test_request_context():
+        page = render_template("dashboard.html", title="MariaDB PGO", lines=dashboard.latest([row]),
+                               history=[row], total=1, base="http://ui/plugins/wsgi_dashboards/releases/")
+    point = gate["speedups"][0]
+    assert (f"oltp_point_select <b>{point['ratio']:.3f}</b> [{point['low']:.3f}, {point['high']:.3f}], "
+            f"{point['pairs']} pairs") in page, page
+    assert f"gate: {gate['outcome']}" in page
+    assert '<a href="http://dl/10.11.18/debian-12/benchmark/report.html" target="_blank">report</a>' in page
+    assert 'src="http://ui/plugins/wsgi_dashboards/releases/badge/release/debian-12.svg"' in page
