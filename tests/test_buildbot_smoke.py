@@ -212,6 +212,7 @@ def test_release_stores_its_test_results_and_shows_on_the_dashboard(master):
     row = page[page.index("<h2>fixture</h2>"):page.index("</table>", page.index("<h2>fixture</h2>"))]
     assert f'#/builders/{release_builder["builderid"]}/builds/' in row and ">1.0.0</a>" in row, row
     assert '<span class="state releasable">releasable</span>' in row, row
+    assert '<span class="small">no benchmark</span>' in row, row     # the fixture's: published without a gate
     assert "optimised: 2 passed, <span class=\"\">0 failed</span>, 1 skipped" in row, row
     assert f"<code>{properties['profile_check'][0]['id']}</code>" in row and "2 of 2 objects trained" in row, row
     made = [name.split("/")[0] for name in properties["packages"][0]]
@@ -309,6 +310,7 @@ def test_release_that_fails_its_tests_publishes_nothing_and_names_the_test(maste
     assert ">1.0.4</a>" in row and '<span class="state refused">refused</span>' in row, row
     assert f'<span class="why">test-verdict (failure): {reason}</span>' in row, row
     assert "failing on the optimised build only: main.cold" in row, row
+    assert "no benchmark" not in row, row      # refused before it: not a release without a gate
     # The test's history on the builder shows the failure beside the earlier passes.
     history = fetch(f"{settings.url}plugins/wsgi_dashboards/releases/builders/{build['builderid']}/"
                     "history.html?test=main.cold").decode()
