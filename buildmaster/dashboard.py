@@ -102,6 +102,11 @@ def build_state(build: Mapping[str, Any], steps: list[Mapping[str, Any]]) -> tup
     return "refused", failed["state_string"] if failed else build["state_string"]
 
 
+def properties_of(get: Callable[..., Any], buildid: int) -> dict[str, Any]:
+    """A build's properties, their values only (the data API pairs each with its source)."""
+    return {name: value for name, (value, _source) in get(("builds", buildid, "properties")).items()}
+
+
 def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
     """Every release and nightly build of the newest PER_BUILDER per builder, newest first: get is the data
     API's (the WSGI plugin's dataGet)."""
@@ -111,8 +116,7 @@ def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
         if kind is None:
             continue
         for build in get(("builders", builder["builderid"], "builds"), order=("-number",), limit=PER_BUILDER):
-            properties = {name: value for name, (value, _source) in
-                          get(("builds", build["buildid"], "properties")).items()}
+            properties = properties_of(get, build["buildid"])
             steps = get(("builds", build["buildid"], "steps"))
             state, reason = build_state(build, steps)
             rows.append(Row(kind=kind[0], builder=builder["name"], platform=kind[1], buildid=build["buildid"],
@@ -222,7 +226,7 @@ def build_tests_view(get: Callable[..., Any], buildid: int) -> dict[str, Any]:
     if build is None:
         abort(404)
     builder = get(("builders", build["builderid"]))
-    properties = {name: value for name, (value, _source) in get(("builds", buildid, "properties")).items()}
+    properties = properties_of(get, buildid)
     sets = []
     for found in get(("builds", buildid, "test_result_sets")):
         results = get(("test_result_sets", found["test_result_setid"], "results"))
@@ -245,7 +249,7 @@ def history_view(get: Callable[..., Any], builderid: int, test: str) -> dict[str
                       filters=[resultspec.Filter("test_name", "eq", [test])])
         if results:
             build = get(("builds", found["buildid"]))
-            version = get(("builds", found["buildid"], "properties")).get("version", ("?", None))[0]
+            version = properties_of(get, found["buildid"]).get("version", "?")
             runs.append({"number": build["number"], "buildid": found["buildid"], "version": version,
                          "set": found["description"], "passed": results[0]["value"] == "1"})
     return {"builder": builder["name"], "builderid": builderid, "runs": runs,
