@@ -56,6 +56,7 @@ from pgo.lines import (
     test_verdict_summary,
 )
 from pgo.phases import PIPELINES
+from pgo.protocol import PhaseName
 from pgo.versions import LATEST
 
 # A MariaDB compile prints progress every few seconds, but training and the
@@ -78,16 +79,16 @@ def in_test_results(name: str) -> Callable[[str, str], str]:
 
 # The phases whose result the build's summary takes from the record they wrote in the work
 # directory (pgo/protocol.py): where, of (work directory, test set), and how.
-RECORDS = {"check": (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
-           "optimized": (in_workdir(protocol.PROFILE_USE), profile_use_summary),
-           "bolt": (in_workdir(protocol.BOLT_CHECK), bolt_check_summary),
-           "test": (in_test_results(protocol.TEST_RESULTS), test_result_summary),
+RECORDS = {PhaseName.CHECK: (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
+           PhaseName.OPTIMIZED: (in_workdir(protocol.PROFILE_USE), profile_use_summary),
+           PhaseName.BOLT: (in_workdir(protocol.BOLT_CHECK), bolt_check_summary),
+           PhaseName.TEST: (in_test_results(protocol.TEST_RESULTS), test_result_summary),
            # The plan has no summary: the build keeps it (buildmaster/kept.py), and its steps run by it.
-           "source": (in_workdir(protocol.PLAN), None)}
+           PhaseName.SOURCE: (in_workdir(protocol.PLAN), None)}
 # The phases whose line goes into the build's summary too, which stays one line: the profile's use, BOLT's
 # check (the test verdict, the gate and the publish step add theirs); the profile check and the test run
 # stay on their steps, and the dashboard shows them.
-BUILD_SUMMARY = ("optimized", "bolt")
+BUILD_SUMMARY = (PhaseName.OPTIMIZED, PhaseName.BOLT)
 BUILD_INFO_FILES = list(protocol.BUILD_INFO_FILES)
 
 
@@ -196,7 +197,7 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", resum
         lambda profile, entry: ["--profile-from", entry] if reusing(profile) else [],
         util.Property("profile", "train"), util.Property(ENTRY_PROPERTY, ""))]
     order = [*PIPELINES["on"]]
-    order.insert(order.index("optimized"), "import")
+    order.insert(order.index(PhaseName.OPTIMIZED), PhaseName.IMPORT)
     steps = profile_from_master(settings)
     for name in order:
         wanted = [pipeline for pipeline in ("on", "reuse") if name in PIPELINES[pipeline]]

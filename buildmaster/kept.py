@@ -5,6 +5,8 @@ dashboard (buildmaster/dashboard.py) shows of it."""
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pgo.protocol import PhaseName
+
 
 def kept_profile(record: Mapping[str, Any]) -> dict[str, Any]:
     """Of the profile check (profile-check.json): the profile, how many objects it trained, its quality."""
@@ -47,11 +49,11 @@ def kept_plan(record: Mapping[str, Any]) -> dict[str, Any]:
 
 # step name: (build property, what of the step's record it keeps)
 KEPT: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
-    "source": ("plan", kept_plan),
+    PhaseName.SOURCE: ("plan", kept_plan),
     "baseline-source": ("baseline_plan", kept_plan),
-    "check": ("profile_check", kept_profile),
-    "optimized": ("profile_use", kept_profile_use),
-    "test": ("test_counts", kept_tests),
+    PhaseName.CHECK: ("profile_check", kept_profile),
+    PhaseName.OPTIMIZED: ("profile_use", kept_profile_use),
+    PhaseName.TEST: ("test_counts", kept_tests),
     "baseline-test": ("baseline_test_counts", kept_tests),
     "test-verdict": ("test_verdict", kept_test_verdict),
     "benchmark": ("gate", kept_gate),

@@ -69,7 +69,7 @@ from pgo.archive_model import (
     workload_version,
 )
 from pgo.checksums import SUMS, sha256_file
-from pgo.config import build_config
+from pgo.protocol import Variant
 from pgo.toolchain import config_flags, gcov_binary
 from pgo.versions import version_line
 from pgo.workdir import read_json
@@ -197,7 +197,7 @@ def manifest_of(workdir, kind):
     if kind not in KINDS:
         raise PipelineError(f"unknown archive kind '{kind}' (known: {', '.join(KINDS)})")
     settings = workdir.load_settings()
-    config = build_config(settings.config)
+    config = contract.resolved_config(workdir)
     profile_dir = workdir.profile(settings)
     files = profile.gcda_files(profile_dir)
     if not files:
@@ -221,7 +221,7 @@ def manifest_of(workdir, kind):
         "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
-        "flags": config_flags("optimized", config)[0],
+        "flags": config_flags(Variant.OPTIMIZED, config)[0],
         # As the build that used it had them: `pgo archive store` may run in another environment.
         "flags_fingerprint": use["identity"][contract.FLAGS_ID],
         "build_environment": use["identity"].get(contract.ENVIRONMENT_ID, {}),

@@ -39,7 +39,7 @@ from pgo.config import build_config, config_names, default_config
 from pgo.contract import TestRequest
 from pgo.errors import error_line, run_command
 from pgo.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
-from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE
+from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, PhaseName
 from pgo.runner import say
 from pgo.versions import LATEST, validate_request
 from pgo.workdir import Settings, Workdir, require_usable_path
@@ -256,7 +256,7 @@ def cmd_build(args):
 
 
 def run_pipeline(args, workdir, ctx, settings):
-    pipeline = pipeline_of(settings)
+    pipeline = pipeline_of(settings, ctx.config)
     if args.phase:
         unknown = [p for p in args.phase if p not in pipeline]
         if unknown:
@@ -283,12 +283,13 @@ def run_pipeline(args, workdir, ctx, settings):
 def cmd_phase(args):
     workdir = Workdir(args.workdir)
     settings = workdir.load_settings()
-    pipeline = pipeline_of(settings)
+    ctx = context(workdir, settings)
+    pipeline = pipeline_of(settings, ctx.config)
     if args.name not in pipeline:
         raise PipelineError(f"phase {args.name} is not part of a {pipeline_name(settings)} build"
                             + (" with --tests off" if args.name == "test" else ""))
     with workdir.locked():
-        run_phases(context(workdir, settings), pipeline, [args.name])
+        run_phases(ctx, pipeline, [args.name])
 
 
 def cmd_test(args):
@@ -358,6 +359,6 @@ def print_summary(workdir, pipeline):
         if name in done:
             say(f"  {name:<13} {done[name]['seconds']:8.0f} s{cost(done[name])}")
     say(f"  {'total':<13} {total:8.0f} s")
-    one_build = done.get("optimized", done.get("plain"))
-    if one_build and one_build["seconds"] > 0 and "optimized" in done:
+    one_build = done.get(PhaseName.OPTIMIZED, done.get(PhaseName.PLAIN))
+    if one_build and one_build["seconds"] > 0 and PhaseName.OPTIMIZED in done:
         say(f"  whole PGO build / one build (the optimised compile): {total / one_build['seconds']:.2f}x")

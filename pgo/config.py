@@ -1,10 +1,12 @@
 """Named build configurations, read from the declarative file pgo/configs.toml."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from pgo import PipelineError, platforms
+from pgo.protocol import Variant
 from pgo.readers import read_toml
 from pgo.versions import version_line
 
@@ -151,6 +153,30 @@ class BuildConfig:
                                 f"{version} is of line {version_line(version)}{hint}")
         return version
 
+    def record(self) -> dict[str, Any]:
+        """The configuration as JSON data (the work directory's plan, contract.PLAN): read back by
+        `from_record`, so that what a build resolved once is what its later commands act on."""
+        return asdict(self)
+
+
+def from_record(record: dict[str, Any]) -> BuildConfig:
+    """The BuildConfig a `record()` was made of; PipelineError when it is not one of this pgo's."""
+    def frozen(value):
+        # JSON has lists where the configuration has tuples (all its sequences are).
+        if isinstance(value, list):
+            return tuple(frozen(v) for v in value)
+        if isinstance(value, dict):
+            return {k: frozen(v) for k, v in value.items()}
+        return value
+    try:
+        p = frozen(record["product"])
+        if p["tests"] is not None:
+            t = p["tests"]
+            p["tests"] = TestSuite(**{**t, "sets": {name: TestSet(**s) for name, s in t["sets"].items()}})
+        return BuildConfig(**{**frozen(record), "product": Product(**p)})
+    except (KeyError, TypeError, AttributeError) as e:
+        raise PipelineError(f"a configuration record this pgo does not know ({type(e).__name__}: {e})") from None
+
 
 def load(path=CONFIG_FILE):
     return read_toml(path, "configuration file")
@@ -246,7 +272,7 @@ def build_config(name, data=None):
     if not isinstance(trained_dirs, list) or not all(isinstance(d, str) and d for d in trained_dirs):
         raise PipelineError(f"configuration '{name}': trained_dirs = {trained_dirs!r} is not a list of folders")
     variants = tuple(reduced.get("variants", ()))
-    if "optimized" in variants or not set(variants) <= {"instrumented", "plain"}:
+    if Variant.OPTIMIZED in variants or not set(variants) <= {Variant.INSTRUMENTED, Variant.PLAIN}:
         raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
                             "and the plain build may build less; the optimised build is what ships")
     return BuildConfig(name, product(product_name, data), args, line, platforms.source_suite(line),

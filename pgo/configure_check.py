@@ -18,6 +18,7 @@ from pgo import PipelineError, lines, source, toolchain
 from pgo.atomic import write_json
 from pgo.config import build_config, default_config
 from pgo.phases import comment_base, configure_command, context, run_phases, source_tree
+from pgo.protocol import Variant
 from pgo.runner import PhaseLog, say
 from pgo.toolchain import VARIANTS
 from pgo.versions import LATEST, validate_request
@@ -64,7 +65,7 @@ def variants_to_check(config):
     """The configuration's distinct builds: the optimised one (all options), and each reduced variant
     whose options differ from it (one for the instrumented and plain builds, which share them)."""
     chosen, seen = [], set()
-    for variant in ("optimized", "instrumented", "plain"):
+    for variant in (Variant.OPTIMIZED, Variant.INSTRUMENTED, Variant.PLAIN):
         options = config.variant_cmake_args(variant)
         if options not in seen:
             seen.add(options)

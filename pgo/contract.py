@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from pgo import PipelineError, profile
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
-from pgo.config import BuildConfig, Product
+from pgo.config import BuildConfig, Product, from_record
 
 # The work directory's names are the protocol's (the master reads some of them): pgo/protocol.py.
 from pgo.protocol import (
@@ -48,6 +48,8 @@ from pgo.protocol import (
     STATE,
     TESTS,
     TRAINING_COUNTS,
+    PhaseName,
+    Variant,
 )
 from pgo.toolchain import Compiler, fingerprint
 from pgo.workdir import Settings, Workdir, read_json
@@ -98,6 +100,14 @@ class Item:
     read_by: tuple[str, ...]
     carries: str
 
+    def __post_init__(self):
+        # A phase by its name (a misspelt one would silently guard nothing), or a command.
+        for who in (*self.written_by, *self.read_by):
+            if who not in list(PhaseName) and who not in WHOLE and not who.startswith("pgo "):
+                raise ValueError(f"contract item {self.path}: {who!r} is neither a phase nor a command")
+
+
+WHOLE = ("every phase", "the master")
 
 # Commands (`pgo build`, `pgo package`) appear beside the phases: they read and write the contract too.
 ITEMS = (
@@ -108,8 +118,9 @@ ITEMS = (
     Item("src", ("source",), ("instrumented", "optimized", "bolt", "plain", "stage", "pgo package"),
          "link to the product line's shared source tree, held by each reader while it runs (pgo/source.py)"),
     Item(SOURCE_RECORD, ("source",), ("import", "archive", "stage"), "source checksum, kind, origin, version"),
-    Item(PLAN, ("source",), ("the master",), "the configuration resolved once: its product, line and the phases "
-         "the build runs (the master's steps run or skip by it)"),
+    Item(PLAN, ("source",), ("the master", "pgo package", "pgo archive store", "pgo test-verdict"),
+         "the configuration resolved once, whole, and the phases the build runs (the master's steps run or "
+         "skip by it; the commands acting on the build's results read its configuration here)"),
     Item("build/pgo", ("instrumented", "optimized", "bolt"), ("check", "bolt", "stage"),
          "the instrumented, then the optimised build tree; its build token; with bolt, its server binary "
          "BOLTed, the linked one kept beside it (<name>.pre-bolt)"),
@@ -168,23 +179,23 @@ SOURCE_ID, COMPILER_ID, FLAGS_ID, PROFILE_ID = "source_checksum", "compiler", "f
 # the flags fingerprint too, and named here, before it, so that a refusal says which one changed.
 ENVIRONMENT_ID = "build_environment"
 CARRIES = {
-    "source": (SOURCE_ID,),
-    "instrumented": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
-    "train": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
-    "check": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
-    "import": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
-    "optimized": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    PhaseName.SOURCE: (SOURCE_ID,),
+    PhaseName.INSTRUMENTED: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
+    PhaseName.TRAIN: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    PhaseName.CHECK: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    PhaseName.IMPORT: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    PhaseName.OPTIMIZED: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
     # BOLT rewrites the optimised build's binary: the same identity.
-    "bolt": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
-    "archive": (PROFILE_ID,),
-    "plain": (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
+    PhaseName.BOLT: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID, PROFILE_ID),
+    PhaseName.ARCHIVE: (PROFILE_ID,),
+    PhaseName.PLAIN: (SOURCE_ID, COMPILER_ID, ENVIRONMENT_ID, FLAGS_ID),
     # Stage only installs: the identity of what it staged is its build's (build-info.json).
-    "stage": (SOURCE_ID,),
+    PhaseName.STAGE: (SOURCE_ID,),
     # The tests name the staged build by its token (results.json).
-    "test": (SOURCE_ID,),
+    PhaseName.TEST: (SOURCE_ID,),
 }
 # The phases that make a build tree, and the variant each makes.
-BUILDS = {"instrumented": "instrumented", "optimized": "optimized", "plain": "plain"}
+BUILDS = {PhaseName(variant): variant for variant in Variant}
 
 
 def inputs(phase):
@@ -218,6 +229,19 @@ def current(ctx: PhaseContext, field):
     if field == PROFILE_ID:
         return profile_id(ctx.workdir, ctx.settings) if profile.gcda_files(ctx.profile) else None
     raise ValueError(field)
+
+
+def resolved_config(workdir: Workdir) -> BuildConfig:
+    """The configuration the work directory's build resolved once, at its source phase (PLAN): what a
+    command acting on its results (`pgo package`, `pgo archive`, `pgo test-verdict`) goes by, whatever
+    pgo/configs.toml says now."""
+    path = workdir.root / PLAN
+    if not path.is_file():
+        raise PipelineError(f"{workdir.root} has no {PLAN}: its build never ran phase source (run `pgo build`)")
+    try:
+        return from_record(read_json(path)["resolved"])
+    except (KeyError, PipelineError) as e:
+        raise PipelineError(f"{path} is not a plan of this pgo ({e}): run phase source again") from None
 
 
 def profile_id(workdir, settings):
@@ -339,8 +363,8 @@ def build_token(build_dir):
 
 # The files a phase's proof or install vouches for, per phase; a tree changed after it (rebuilt with
 # other flags, a binary copied over) is named before anything installs, tests or ships it.
-PROVEN_OUTPUTS = {"optimized": OPTIMIZED_OUTPUTS, "plain": PLAIN_OUTPUTS, "bolt": BOLT_OUTPUTS,
-                  "stage": STAGE_OUTPUTS}
+PROVEN_OUTPUTS = {PhaseName.OPTIMIZED: OPTIMIZED_OUTPUTS, PhaseName.PLAIN: PLAIN_OUTPUTS,
+                  PhaseName.BOLT: BOLT_OUTPUTS, PhaseName.STAGE: STAGE_OUTPUTS}
 ELF_MAGIC, AR_MAGIC = b"\x7fELF", b"!<arch>\n"
 
 
@@ -390,7 +414,7 @@ def require_outputs(workdir, phase, tree, remedy, renamed=None):
 
 def staged_build(workdir):
     """build-info.json of a staged build, proven to describe the build tree and its passed check."""
-    failure = workdir.state()["failed"].get("optimized")
+    failure = workdir.state()["failed"].get(PhaseName.OPTIMIZED)
     if failure:
         raise PipelineError(f"the optimised build in {workdir.root} failed ({failure['error']}): it is never "
                             "packaged as PGO; `pgo package --as-plain` packages a plain build of its configuration")
@@ -400,10 +424,10 @@ def staged_build(workdir):
                             "(run `pgo build` to its end first)")
     info = read_json(info_file)
     variant = info.get("variant")
-    if variant not in ("optimized", "plain"):
+    if variant not in (Variant.OPTIMIZED, Variant.PLAIN):
         raise PipelineError(f"{info_file} names no build variant: stage it again (pgo phase stage)")
     done = workdir.state()["done"]
-    for phase in (variant, "stage"):
+    for phase in (variant, PhaseName.STAGE):
         if phase not in done:
             raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
                                 "nothing there may be packaged")
@@ -411,7 +435,7 @@ def staged_build(workdir):
     if not tree_token or info.get("build_token") != tree_token or done[variant].get("build_token") != tree_token:
         raise PipelineError(f"the staged build is not the {variant} build now in {workdir.build(variant)}: "
                             "rerun phase stage")
-    if variant == "optimized":
+    if variant == Variant.OPTIMIZED:
         check = info.get("check") or {}
         check_file = workdir.root / PROFILE_USE
         if not check_file.is_file() or read_json(check_file) != check:
@@ -449,12 +473,12 @@ def proven_profile(workdir, settings, use):
     import of a reused one) and the optimised build succeeded with it, and it is still there. Else an
     error that says the profile is not `use`d (archived, promoted)."""
     done = workdir.state()["done"]
-    for phase in ("import" if settings.profile_from else "check", "optimized"):
+    for phase in (PhaseName.IMPORT if settings.profile_from else PhaseName.CHECK, PhaseName.OPTIMIZED):
         if phase not in done:
             raise PipelineError(f"phase {phase} of {workdir.root} has not succeeded since its last run: "
                                 f"its profile is not proven, so it is not {use}")
     now = profile_id(workdir, settings)
-    used = done["optimized"]["identity"][PROFILE_ID]
+    used = done[PhaseName.OPTIMIZED]["identity"][PROFILE_ID]
     if now != used:
         raise PipelineError(f"the profile in {workdir.profile(settings)} is {now}, but the optimised build used "
                             f"{used}: rerun the check and optimized phases first")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgo.profile import SUM_MAX_RULE, WORKING_SET_RULE
+from pgo.protocol import PhaseName
 
 # Colours and cursor moves (systemd's on a VM's serial console: `\x1b[0;32m`, `\x1b[?25l`).
 TERMINAL_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -133,7 +134,7 @@ def profile_use(profile_id, verdict):
     warnings, and whether the profile was trained on other source (stale)."""
     stale = "stale " if verdict.get("stale") else ""
     traces = verdict["traces"]
-    return tagged("optimized", f"{stale}profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
+    return tagged(PhaseName.OPTIMIZED, f"{stale}profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
                                f"{verdict['hot_objects']} hot objects (in effect in {verdict['hot_in_effect']}, "
                                f"by their own records; hot code laid out in {traces['traced']} of the "
                                f"{traces['expected']} whose profile has some); {verdict['missing_profile']} objects "

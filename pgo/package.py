@@ -27,9 +27,10 @@ from pathlib import Path
 
 from pgo import PipelineError, atomic, contract, debpackages, debrules, process, protocol
 from pgo.checksums import sha256_file, write_sha256sums
-from pgo.config import build_config, server_binary
+from pgo.config import BuildConfig, server_binary
 from pgo.formats import NAMES, Format, parse
 from pgo.phases import absolute_destinations, configure_command, context, pipeline_of, run_phases, source_tree
+from pgo.protocol import Variant
 from pgo.readers import read_json
 from pgo.recipes import BOLT_MARK, RECIPES, STALE_MARK, changelog_line, is_elf, recipe, run, unmet_set_requirements
 from pgo.runner import say
@@ -66,12 +67,13 @@ class Build:
     """The checked build of a work directory, and the names its packages get."""
     workdir: Workdir
     info: dict
-    variant: str            # "optimized" (PGO) or "plain"
+    variant: Variant        # optimized (PGO) or plain
     label: str              # "pgo" (with its stale and BOLT marks) or "" (plain builds carry no mark)
     release: int
     binary: Path            # the checked binary in the build tree
     build_id: str
     product: dict           # packaging/products.toml entry
+    config: BuildConfig     # as the build resolved it (its plan)
 
     @property
     def version(self):
@@ -98,9 +100,9 @@ def load_build(workdir_path, release=1):
     product = server_binary(info["product"])
     # The label is the check's: only a build that passed its profile check is staged as optimised, one
     # whose profile was trained on other source says so, and one BOLTed only with BOLT's passed check.
-    variant = info["variant"]
+    variant = Variant(info["variant"])
     label = ("pgo" + (STALE_MARK if info["check"].get("stale") else "") + (BOLT_MARK if info.get("bolt") else "")
-             if variant == "optimized" else "")
+             if variant == Variant.OPTIMIZED else "")
     binary = workdir.build(variant) / product["binary"]
     if not binary.is_file():
         raise PipelineError(f"the checked binary {binary} is missing: was the build tree removed?")
@@ -109,7 +111,7 @@ def load_build(workdir_path, release=1):
     binary_id = build_id(binary)
     if not staged.is_file() or build_id(staged) != binary_id:
         raise PipelineError(f"the staged {staged} is not the build tree's {binary}: rerun phase stage")
-    return Build(workdir, info, variant, label, release, binary, binary_id, product)
+    return Build(workdir, info, variant, label, release, binary, binary_id, product, contract.resolved_config(workdir))
 
 
 def source_of(workdir):
@@ -663,11 +665,12 @@ def build_nested(root, settings, what, release):
     nested = Workdir(root)
     fresh = nested.settings_file.is_file() and nested.load_settings() != settings
     nested.save_settings(settings, fresh=fresh)
-    pipeline = pipeline_of(settings)
+    ctx = context(nested, settings)
+    pipeline = pipeline_of(settings, ctx.config)
     done = nested.state()["done"]
     say(f"building the {what} in {nested.root}"
         + (f"; resuming after {', '.join(p for p in pipeline if p in done)}" if done else ""))
-    run_phases(context(nested, settings), pipeline, [p for p in pipeline if p not in done])
+    run_phases(ctx, pipeline, [p for p in pipeline if p not in done])
     return load_build(nested.root, release)
 
 
@@ -685,7 +688,7 @@ def make_deb(build, folder, scratch):
     """A configuration with `debian_rules = true` packages through its Debian source package's own
     debian/rules (pgo/debrules.py); the others through the hand-written split (pgo/debpackages.py)."""
     spec = recipe("deb", build)
-    if build_config(build.info["config"]).debian_rules:
+    if build.config.debian_rules:
         return build, debrules.make(build, spec, folder, scratch)
     return build, debpackages.make(build, spec, folder, scratch)
 

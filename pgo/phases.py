@@ -21,7 +21,7 @@ from pgo import REPO, PipelineError, atomic, bolt, contract, lines, profile, pro
 from pgo.atomic import write_json
 from pgo.checksums import sha256_file
 from pgo.config import BuildConfig, Product, build_config, server_binary
-from pgo.protocol import CONFIGURE_RECORD, DEFAULT_TEST_SET
+from pgo.protocol import CONFIGURE_RECORD, DEFAULT_TEST_SET, PhaseName, Variant
 from pgo.runner import MAKE_PROGRESS, NINJA_PROGRESS, PhaseLog, say
 from pgo.toolchain import Compiler, build_environment, config_flags, detect, gcov_binary, lto_tools
 from pgo.workdir import Settings, Workdir, read_json
@@ -127,7 +127,7 @@ def build_variant(ctx, log, variant, comment):
     same = recorded.is_file() and read_json(recorded) == configured
     # The profile is no ninja dependency: an incremental optimised build would
     # keep objects optimised with an older profile.
-    if variant == "optimized" or not same:
+    if variant == Variant.OPTIMIZED or not same:
         shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir(parents=True, exist_ok=True)
     contract.new_build_token(build_dir)
@@ -211,10 +211,10 @@ def absolute_destinations(build_dir):
 
 
 def build_instrumented(ctx, log):
-    build_variant(ctx, log, "instrumented", f"{comment_base(ctx)}, PGO-instrumented build")
+    build_variant(ctx, log, Variant.INSTRUMENTED, f"{comment_base(ctx)}, PGO-instrumented build")
     # The training runs the instrumented server from an installed tree, the
     # way users run it; its counters still go to the profile directory.
-    install(ctx.workdir.build("instrumented"), ctx.workdir.install("instrumented"), log)
+    install(ctx.workdir.build(Variant.INSTRUMENTED), ctx.workdir.install(Variant.INSTRUMENTED), log)
 
 
 def train(ctx, log):
@@ -226,7 +226,7 @@ def train(ctx, log):
     ctx.profile.mkdir(parents=True)
     shutil.rmtree(ctx.workdir.train, ignore_errors=True)
     ctx.workdir.train.mkdir(parents=True)
-    run_training(ctx, log, ctx.workdir.install("instrumented"), ctx.workdir.train, ctx.profile)
+    run_training(ctx, log, ctx.workdir.install(Variant.INSTRUMENTED), ctx.workdir.train, ctx.profile)
 
 
 def run_training(ctx, log, stage, work, counters):
@@ -246,19 +246,19 @@ def run_training(ctx, log, stage, work, counters):
 def check_profile(ctx, log):
     setup = ctx.workdir.train / ctx.product.setup_counters if ctx.product.setup_counters else None
     gcov_dump = gcov_binary("gcov-dump", ctx.compiler.version)
-    figures = profile.check(ctx.profile, ctx.workdir.build("instrumented"), ctx.product.hot_dirs,
+    figures = profile.check(ctx.profile, ctx.workdir.build(Variant.INSTRUMENTED), ctx.product.hot_dirs,
                             ctx.settings.version, gcov_dump,
                             setup_dir=setup if setup and setup.is_dir() else None, lto=ctx.config.lto,
                             trained_dirs=ctx.config.trained_dirs)
     if ctx.product.train_report:
         report = ctx.workdir.train / ctx.product.train_report
         figures["training"] = read_json(report) if report.is_file() else None
-    contract.write(ctx, "check", contract.PROFILE_CHECK, figures)
+    contract.write(ctx, PhaseName.CHECK, contract.PROFILE_CHECK, figures)
     # Which functions the training ran and how often, for pgo bench --training-counts.
-    counts = profile.function_entries(ctx.profile, ctx.workdir.build("instrumented"),
+    counts = profile.function_entries(ctx.profile, ctx.workdir.build(Variant.INSTRUMENTED),
                                       gcov_binary("gcov", ctx.compiler.version), gcov_dump)
     if counts["objects"]:
-        contract.write(ctx, "check", contract.TRAINING_COUNTS, counts)
+        contract.write(ctx, PhaseName.CHECK, contract.TRAINING_COUNTS, counts)
         unread = f", {counts['unread']} unread (not their notes' data)" if counts["unread"] else ""
         told = (f"training counts: {len(counts['functions'])} functions entered, from {counts['objects']} "
                 f"objects{unread} ({contract.TRAINING_COUNTS})")
@@ -269,7 +269,7 @@ def check_profile(ctx, log):
                 "run the instrumented phase again for them")
     for line in [*describe_check(figures), told]:
         log.note(line)
-        print(lines.tagged("check", line), flush=True)
+        print(lines.tagged(PhaseName.CHECK, line), flush=True)
 
 
 def describe_check(figures):
@@ -287,11 +287,11 @@ def build_optimized(ctx, log):
     # With BOLT the binary is compiled saying so before BOLT rewrites it: only a passed BOLT check
     # stages it (stage()), so the label still reaches no one without its proof.
     kind = "PGO+BOLT build" if ctx.config.bolt else "PGO build"
-    build_variant(ctx, log, "optimized", f"{comment_base(ctx)}, {kind}, {profile_mark(profile_id, stale)}")
-    build_dir = ctx.workdir.build("optimized")
+    build_variant(ctx, log, Variant.OPTIMIZED, f"{comment_base(ctx)}, {kind}, {profile_mark(profile_id, stale)}")
+    build_dir = ctx.workdir.build(Variant.OPTIMIZED)
     warnings = profile.compiler_warnings(log.path.read_text(errors="replace"), ctx.product.hot_dirs,
                                          ctx.workdir.src.resolve(), profile.compiled_objects(build_dir))
-    records = prove_variant(ctx, log, "optimized")
+    records = prove_variant(ctx, log, Variant.OPTIMIZED)
     traces = proof.traces(build_dir, ctx.profile, profile.hot_only(profile.compiled_objects(build_dir),
                                                                   ctx.product.hot_dirs),
                           gcov_binary("gcov-dump", ctx.compiler.version))
@@ -299,23 +299,23 @@ def build_optimized(ctx, log):
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict.update(profile_id=profile_id, stale=stale is not None, trained_on=stale)
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
-    contract.write(ctx, "optimized", contract.PROFILE_USE, verdict)
+    contract.write(ctx, PhaseName.OPTIMIZED, contract.PROFILE_USE, verdict)
     print(lines.profile_use(profile_id, verdict), flush=True)
     if not verdict["passed"]:
         raise PipelineError("; ".join(verdict["problems"]))
-    contract.record_outputs(ctx, "optimized", build_dir)
+    contract.record_outputs(ctx, PhaseName.OPTIMIZED, build_dir)
 
 
 def bolt_binary(ctx, log):
     """BOLT the optimised build's server binary from a profile of that binary, trained by the product's
     own training (pgo/bolt.py); check BOLT's report; put the BOLTed binary in its place in the tree."""
     tools = bolt.tools()
-    tree = ctx.workdir.build("optimized")
+    tree = ctx.workdir.build(Variant.OPTIMIZED)
     paths = server_binary(ctx.product.name)
     binary = tree / paths["binary"]
     linked = bolt.original(binary)
     # BOLT's input is the linked binary the optimised build's check proved, kept beside the BOLTed one.
-    contract.require_outputs(ctx.workdir, "optimized", tree, "run phase optimized again",
+    contract.require_outputs(ctx.workdir, PhaseName.OPTIMIZED, tree, "run phase optimized again",
                              renamed={str(linked.relative_to(tree)): paths["binary"]})
     folder = ctx.workdir.bolt
     shutil.rmtree(folder, ignore_errors=True)
@@ -345,12 +345,12 @@ def bolt_binary(ctx, log):
     check.update(binary=paths["binary"], sha256=sha256_file(output), build_token=contract.build_token(tree),
                  fdata_files=len(written), bolt=tools.identity(), options=list(bolt.OPTIMIZE))
     # Written whether it passed or not, as the profile check is: stage reads the verdict.
-    contract.write(ctx, "bolt", contract.BOLT_CHECK, check)
+    contract.write(ctx, PhaseName.BOLT, contract.BOLT_CHECK, check)
     print(lines.bolt_check(check), flush=True)
     if not check["passed"]:
         raise PipelineError("; ".join(check["problems"]))
     atomic.copy(output, binary)
-    contract.record_outputs(ctx, "bolt", tree)
+    contract.record_outputs(ctx, PhaseName.BOLT, tree)
 
 
 def stale_origin(check):
@@ -368,34 +368,34 @@ def profile_mark(profile_id, stale):
 
 
 def build_plain(ctx, log):
-    build_variant(ctx, log, "plain", f"{comment_base(ctx)}, plain build (no PGO)")
+    build_variant(ctx, log, Variant.PLAIN, f"{comment_base(ctx)}, plain build (no PGO)")
     # The baseline a PGO build is measured against: no profile option may reach it either.
-    records = prove_variant(ctx, log, "plain")
+    records = prove_variant(ctx, log, Variant.PLAIN)
     if records["faults"]:
         first = records["first_fault"]
         raise PipelineError(f"the plain build's object {first}.o was not compiled as a build without profile of "
                             f"this configuration: {', '.join(records['faults'][first])} (its own record of its "
                             f"options; {len(records['faults'])} of {records['objects']} objects)")
-    contract.record_outputs(ctx, "plain", ctx.workdir.build("plain"))
+    contract.record_outputs(ctx, PhaseName.PLAIN, ctx.workdir.build(Variant.PLAIN))
 
 
 def stage(ctx, log):
     """Install the build whose check passed; record its identity, taken from that check."""
-    variant = "optimized" if ctx.settings.pgo == "on" else "plain"
+    variant = Variant.OPTIMIZED if ctx.settings.pgo == "on" else Variant.PLAIN
     build_dir = ctx.workdir.build(variant)
     built = ctx.workdir.state()["done"][variant]
-    check = read_json(ctx.workdir.root / contract.PROFILE_USE) if variant == "optimized" else None
+    check = read_json(ctx.workdir.root / contract.PROFILE_USE) if variant == Variant.OPTIMIZED else None
     token = contract.build_token(build_dir)
     if token is None or built["build_token"] != token or (check and check["build_token"] != token):
         raise PipelineError(f"{build_dir} is not the tree phase {variant} built and checked: run phase {variant} again")
     if check and not check["passed"]:
         raise PipelineError(f"the optimised build did not pass its profile check: {'; '.join(check['problems'])}")
     bolt_check = contract.checked_bolt(ctx.workdir, build_dir) if check and ctx.config.bolt else None
-    contract.require_outputs(ctx.workdir, "bolt" if bolt_check else variant, build_dir,
+    contract.require_outputs(ctx.workdir, PhaseName.BOLT if bolt_check else variant, build_dir,
                              f"run phase {variant} again, then the phases after it")
     install(build_dir, ctx.workdir.stage, log)
     link_staged_plugins(ctx.product.stage_links, ctx.workdir.stage, log)
-    contract.record_outputs(ctx, "stage", ctx.workdir.stage)
+    contract.record_outputs(ctx, PhaseName.STAGE, ctx.workdir.stage)
     identity = check["identity"] if check else built["identity"]
     write_json(ctx.workdir.root / contract.BUILD_INFO, {
         "product": ctx.product.name,
@@ -435,7 +435,7 @@ def link_staged_plugins(links, stage, log):
 
 
 def run_tests(ctx, log):
-    contract.require_outputs(ctx.workdir, "stage", ctx.workdir.stage, "rerun phase stage")
+    contract.require_outputs(ctx.workdir, PhaseName.STAGE, ctx.workdir.stage, "rerun phase stage")
     testrun.run_tests(ctx, log)
 
 
@@ -444,26 +444,29 @@ def comment_base(ctx):
 
 
 PHASES = {p.name: p for p in (
-    Phase("source", "get, verify and unpack the source", fetch_source),
-    Phase("instrumented", "configure + build with -fprofile-generate, install for training", build_instrumented),
-    Phase("train", "run the training workload against the instrumented server", train),
-    Phase("check", "check the profile reached the hot objects", check_profile),
-    Phase("optimized", "configure + build with -fprofile-use, prove from its objects it was in effect",
+    Phase(PhaseName.SOURCE, "get, verify and unpack the source", fetch_source),
+    Phase(PhaseName.INSTRUMENTED, "configure + build with -fprofile-generate, install for training",
+          build_instrumented),
+    Phase(PhaseName.TRAIN, "run the training workload against the instrumented server", train),
+    Phase(PhaseName.CHECK, "check the profile reached the hot objects", check_profile),
+    Phase(PhaseName.OPTIMIZED, "configure + build with -fprofile-use, prove from its objects it was in effect",
           build_optimized),
-    Phase("bolt", "BOLT the server binary from a profile of it, check BOLT's report", bolt_binary),
-    Phase("archive", "store the profile in the profile archive, with its manifest", reuse.archive_phase),
-    Phase("import", "take the profile from the archive, check it fits this build", reuse.import_profile),
-    Phase("plain", "configure + build without a profile (the baseline)", build_plain),
-    Phase("stage", "install the build into the staging tree for the packagers", stage),
-    Phase("test", "run the product's own test suite (mtr) on the staged build", run_tests),
+    Phase(PhaseName.BOLT, "BOLT the server binary from a profile of it, check BOLT's report", bolt_binary),
+    Phase(PhaseName.ARCHIVE, "store the profile in the profile archive, with its manifest", reuse.archive_phase),
+    Phase(PhaseName.IMPORT, "take the profile from the archive, check it fits this build", reuse.import_profile),
+    Phase(PhaseName.PLAIN, "configure + build without a profile (the baseline)", build_plain),
+    Phase(PhaseName.STAGE, "install the build into the staging tree for the packagers", stage),
+    Phase(PhaseName.TEST, "run the product's own test suite (mtr) on the staged build", run_tests),
 )}
 
 PIPELINES = {
-    "on": ("source", "instrumented", "train", "check", "optimized", "bolt", "archive", "stage", "test"),
-    "off": ("source", "plain", "stage", "test"),
+    "on": (PhaseName.SOURCE, PhaseName.INSTRUMENTED, PhaseName.TRAIN, PhaseName.CHECK, PhaseName.OPTIMIZED,
+           PhaseName.BOLT, PhaseName.ARCHIVE, PhaseName.STAGE, PhaseName.TEST),
+    "off": (PhaseName.SOURCE, PhaseName.PLAIN, PhaseName.STAGE, PhaseName.TEST),
     # An archived profile instead of training: one build instead of two (BOLT's profile is the
     # binary's own, so it is trained in every build that BOLTs).
-    "reuse": ("source", "import", "optimized", "bolt", "stage", "test"),
+    "reuse": (PhaseName.SOURCE, PhaseName.IMPORT, PhaseName.OPTIMIZED, PhaseName.BOLT, PhaseName.STAGE,
+              PhaseName.TEST),
 }
 
 
@@ -474,18 +477,18 @@ def pipeline_name(settings):
 def runs(phase, config, tests=DEFAULT_TEST_SET):
     """Whether a build runs a phase of its pipeline: the tests unless they are off, BOLT only for a
     configuration with `bolt = true`."""
-    return (phase != "test" or tests != "off") and (phase != "bolt" or config.bolt)
+    return (phase != PhaseName.TEST or tests != "off") and (phase != PhaseName.BOLT or config.bolt)
 
 
 def plan(settings, config):
     """The build's configuration resolved once (contract.PLAN): what the master's steps decide by."""
     return {"config": settings.config, "product": config.product.name, "line": config.line, "pgo": settings.pgo,
-            "pipeline": pipeline_name(settings), "phases": list(pipeline_of(settings))}
+            "pipeline": pipeline_name(settings), "phases": list(pipeline_of(settings, config)),
+            "resolved": config.record()}
 
 
-def pipeline_of(settings):
+def pipeline_of(settings, config):
     """The phases a work directory's build runs: its pipeline, as its settings and configuration choose."""
-    config = build_config(settings.config)
     return tuple(p for p in PIPELINES[pipeline_name(settings)] if runs(p, config, settings.tests))
 
 

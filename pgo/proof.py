@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.profile import compiled_objects, hot_only, hot_threshold, in_dir, read_counters
+from pgo.protocol import Variant
 
 SECTION = b".GCC.command.line"
 # The families of options that decide whether GCC reads a profile and from where, or makes the code
@@ -184,7 +185,7 @@ def faults(state, variant, flags, profile_dir, requested):
     option in effect. Both: the optimisation level the build asked for (requested; None: unknown).
     """
     found = []
-    if variant == "optimized":
+    if variant == Variant.OPTIMIZED:
         use = state.get(USE)
         if not positive(use):
             found.append(f"{use} cancels -fprofile-use" if use else "no -fprofile-use")

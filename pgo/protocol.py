@@ -8,7 +8,33 @@ of pgo/ above it: the master and the build VMs import it alike.
 """
 
 import json
+from enum import StrEnum
 from typing import Any
+
+
+class Variant(StrEnum):
+    """A configuration's three builds: the instrumented one trains, the optimised one ships (PGO), the
+    plain one is the baseline it is measured against. Each names its own phase too."""
+    INSTRUMENTED = "instrumented"
+    OPTIMIZED = "optimized"
+    PLAIN = "plain"
+
+
+class PhaseName(StrEnum):
+    """The pipeline's phases (pgo/phases.py PHASES defines them, in this order); the Buildbot steps that
+    run them have their names."""
+    SOURCE = "source"
+    INSTRUMENTED = "instrumented"
+    TRAIN = "train"
+    CHECK = "check"
+    OPTIMIZED = "optimized"
+    BOLT = "bolt"
+    ARCHIVE = "archive"
+    IMPORT = "import"
+    PLAIN = "plain"
+    STAGE = "stage"
+    TEST = "test"
+
 
 # --- a work directory: <workdir>/<name> (pgo/contract.py: who writes and reads each) ------------
 
@@ -27,7 +53,7 @@ BUILD_INFO = "build-info.json"
 # What a phase proved (optimized, plain, bolt) or installed (stage), by checksum: every ELF file and
 # static archive of its tree. What stage installs, the tests run and `pgo package` ships must still be it.
 OPTIMIZED_OUTPUTS, PLAIN_OUTPUTS, BOLT_OUTPUTS, STAGE_OUTPUTS = (
-    f"{phase}-outputs.json" for phase in ("optimized", "plain", "bolt", "stage"))
+    f"{phase}-outputs.json" for phase in (PhaseName.OPTIMIZED, PhaseName.PLAIN, PhaseName.BOLT, PhaseName.STAGE))
 PROFILE = "profile"     # the profile directory: <workdir>/profile, or wherever --profile-dir puts it
 STAGE = "stage"         # the installed tree the packagers, the tests and the benchmark take
 TESTS = "tests"         # tests/<set>/: the test phase's results, one folder per test set

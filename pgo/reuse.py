@@ -11,6 +11,7 @@ from pgo import PipelineError, atomic, contract
 from pgo.archive import compiler_target, damage_of, entries, find, kind_of, proven_manifest, store, unpack
 from pgo.archive_model import ARCHIVE, DAMAGE, Gone, build_root, damage, trained_by, workload_key
 from pgo.config import build_config
+from pgo.protocol import PhaseName
 from pgo.toolchain import build_environment, detect, fingerprint
 from pgo.versions import validate_version, version_key, version_line
 from pgo.workdir import read_json
@@ -177,7 +178,7 @@ def import_profile(ctx, log):
                    reused={"entry": entry.name, "version": manifest["version"], "created": manifest["created"],
                            "source_checksum": manifest["source"]["checksum"], "stale": stale,
                            "max_discarded_functions": s.max_mismatch, "min_hot_coverage": s.min_hot_coverage})
-    contract.write(ctx, "import", contract.PROFILE_CHECK, figures)
+    contract.write(ctx, PhaseName.IMPORT, contract.PROFILE_CHECK, figures)
     lines = [f"profile {manifest['profile_id']} from the archive ({entry.name}, {len(manifest['files'])} .gcda files, "
              f"{manifest['functions']} functions), trained by {trained_by(manifest)}"]
     if stale:
@@ -197,7 +198,7 @@ def archive_phase(ctx, log):
     """The trained pipeline's phase: keep the profile the optimised build just proved usable."""
     entry = store(ctx.workdir, build_root(ctx.settings), unpublished_kind(ctx.settings),
                   out=lambda line: (log.note(line), print(f"[archive] {line}", flush=True)))
-    contract.write(ctx, "archive", contract.ARCHIVE_RECORD,
+    contract.write(ctx, PhaseName.ARCHIVE, contract.ARCHIVE_RECORD,
                    {"root": str(entry.root), "entry": entry.name, "kind": kind_of(entry)})
 
 

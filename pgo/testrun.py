@@ -28,7 +28,7 @@ from typing import Any
 
 from pgo import PipelineError, contract, lines, process
 from pgo.atomic import write_json
-from pgo.config import TESTS_DIR, TestSet, TestSuite, build_config
+from pgo.config import TESTS_DIR, TestSet, TestSuite
 from pgo.contract import PhaseContext
 from pgo.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
 from pgo.runner import CommandTimedOut
@@ -424,7 +424,7 @@ def judge(candidate: Workdir, baseline: Workdir | None, set_name: str | None = N
     against the baseline's (a work directory, or None); record the verdict beside the results, print
     it, and refuse the build it does not pass."""
     settings = candidate.load_settings()
-    chosen = chosen_set(build_config(settings.config).product, settings, set_name)
+    chosen = chosen_set(contract.resolved_config(candidate).product, settings, set_name)
     plain = load_results(baseline, chosen.name) if baseline else None
     limit = chosen.max_environment_failures if max_environment_failures is None else max_environment_failures
     judged = verdict(load_results(candidate, chosen.name), plain, limit)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from pgo import PipelineError, process
 from pgo.checksums import sha256_file
+from pgo.protocol import Variant
 
-VARIANTS = ("instrumented", "optimized", "plain")
+VARIANTS = tuple(Variant)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def config_flags(variant, config, profile_dir="PROFILE_DIR", build_dir="BUILD_DI
 
 def _variant_flags(variant, profile_dir, build_dir):
     prefix = f"-fprofile-prefix-path={build_dir}"
-    if variant == "instrumented":
+    if variant == Variant.INSTRUMENTED:
         # prefer-atomic: the server's threads update shared counters; without
         # atomic updates concurrent increments are lost and the profile skews.
         # -ftest-coverage: a .gcno beside each object (the same counters, only notes on the side),
@@ -140,7 +141,7 @@ def _variant_flags(variant, profile_dir, build_dir):
                          "-ftest-coverage", prefix]
         # The link pulls in libgcov, which writes the counters at exit.
         return compile_flags, [f"-fprofile-generate={profile_dir}"]
-    if variant == "optimized":
+    if variant == Variant.OPTIMIZED:
         compile_flags = [
             f"-fprofile-use={profile_dir}",
             # Counters of a multi-threaded run can be slightly inconsistent;
@@ -156,7 +157,7 @@ def _variant_flags(variant, profile_dir, build_dir):
             "-Wmissing-profile",
         ]
         return compile_flags, []
-    if variant == "plain":
+    if variant == Variant.PLAIN:
         return [], []
     raise PipelineError(f"unknown build variant '{variant}' (known: {', '.join(VARIANTS)})")
 

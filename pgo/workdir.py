@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pgo import PipelineError
 from pgo.atomic import write_json
-from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, SETTINGS, STAGE, STATE
+from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, SETTINGS, STAGE, STATE, Variant
 
 # Characters a build's paths cannot hold (CMake 3.25, Ninja 1.11): CMake writes the work directory's
 # paths into the compile commands the shell runs, and into its own lists (';'), unquoted; each of
@@ -66,7 +66,7 @@ class Workdir:
         """The build tree of a variant. The instrumented and the optimised build share one path:
         GCC checksums each function's source path, and sources generated into the build tree
         (MariaDB's SQL parser, yy_mariadb.cc) would otherwise lose their profile."""
-        return self.root / "build" / ("pgo" if variant in ("instrumented", "optimized") else variant)
+        return self.root / "build" / ("pgo" if variant in (Variant.INSTRUMENTED, Variant.OPTIMIZED) else variant)
 
     def install(self, variant):
         return self.root / "build" / f"{variant}-install"

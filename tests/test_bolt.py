@@ -75,8 +75,9 @@ def test_the_bolt_phase_runs_after_the_optimised_build_and_its_check_passes(bolt
     workdir, out = bolted
     done = json.loads((workdir / "state.json").read_text())["done"]
     settings = Workdir(workdir).load_settings()
-    assert pipeline_of(settings).index("bolt") == pipeline_of(settings).index("optimized") + 1
-    assert set(pipeline_of(settings)) <= set(done)
+    pipeline = pipeline_of(settings, build_config(settings.config))
+    assert pipeline.index("bolt") == pipeline.index("optimized") + 1
+    assert set(pipeline) <= set(done)
     check = json.loads((workdir / "bolt.json").read_text())
     assert check["passed"] and check["problems"] == []
     # The training's two runs (the setup's and the workload's), each its own profile.
@@ -243,7 +244,7 @@ def optimised(tmp_path_factory):
 def run_bolt(workdir):
     ctx = context(workdir, workdir.load_settings())
     with workdir.locked():
-        run_phases(ctx, pipeline_of(ctx.settings), ["bolt"])
+        run_phases(ctx, pipeline_of(ctx.settings, ctx.config), ["bolt"])
 
 
 @needs_bolt

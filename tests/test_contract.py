@@ -458,6 +458,32 @@ def test_a_damaged_work_directory_record_is_one_line(published, tmp_path, name, 
         assert not (tmp_path / "out").exists()
 
 
+def test_the_work_directory_records_the_configuration_it_resolved_whole(published):
+    from pgo import contract
+    from pgo.config import build_config
+    from pgo.workdir import Workdir
+    assert contract.resolved_config(Workdir(published / "w")) == build_config("fixture")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda plan: None, "has no plan.json: its build never ran phase source"),
+    (lambda plan: {k: v for k, v in plan.items() if k != "resolved"}, "is not a plan of this pgo"),
+    (lambda plan: dict(plan, resolved=dict(plan["resolved"], from_a_newer_pgo=1)), "is not a plan of this pgo"),
+])
+def test_packaging_a_build_without_its_resolved_configuration_is_one_line(published, tmp_path, damage, message):
+    # What `pgo package` builds and names by is the configuration the build resolved, not configs.toml's now.
+    workdir = tmp_path / "w"
+    shutil.copytree(published / "w", workdir, symlinks=True)
+    plan = damage(json_of(workdir / "plan.json"))
+    if plan is None:
+        (workdir / "plan.json").unlink()
+    else:
+        (workdir / "plan.json").write_text(json.dumps(plan))
+    one_line(run_pgo("package", "--workdir", workdir, "--format", "bintar", "--out", tmp_path / "out", check=False),
+             message)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("buildinfo, message", [
     ("{not json", "buildinfo.json is not valid JSON"),
     ("[1]", "buildinfo.json is not one `pgo package` wrote"),
