@@ -24,6 +24,7 @@ hidden in the master's archive folder, removed at the build's end.
 
 import json
 from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,10 @@ def repo_on_worker(settings):
 
 def pgo_step(settings, name, args, **kwargs):
     kwargs.setdefault("haltOnFailure", True)
-    return PgoCommand(name=name, command=["python3", "-m", "pgo", *args], workdir=repo_on_worker(settings),
+    # A command reaches the worker through Perspective Broker, which sends plain strings only: a phase's
+    # name (PhaseName, a str subclass) as its value.
+    args = [str(arg) if isinstance(arg, Enum) else arg for arg in args]
+    return PgoCommand(name=str(name), command=["python3", "-m", "pgo", *args], workdir=repo_on_worker(settings),
                       env=PGO_ENV, timeout=SILENCE_TIMEOUT, maxTime=MAX_STEP_TIME, logEnviron=False, **kwargs)
 
 

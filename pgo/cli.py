@@ -96,7 +96,7 @@ def make_parser():
     build.add_argument("--tests", default=DEFAULT_TEST_SET, metavar="SET|off",
                        help="the test set the test phase runs on the staged build (configs.toml: release, "
                        "nightly, smoke), or off (default: %(default)s)")
-    build.add_argument("--phase", action="append", choices=sorted(PHASES),
+    build.add_argument("--phase", action="append", choices=sorted(map(str, PHASES)),
                        help="run only this phase (repeatable); its inputs must exist")
     build.add_argument("--resume", action="store_true",
                        help="with --phase: not when the work directory finished it already (a build resuming after "
@@ -105,7 +105,7 @@ def make_parser():
     build.set_defaults(func=cmd_build)
 
     phase = sub.add_parser("phase", help="rerun one phase of an existing work directory")
-    phase.add_argument("name", choices=sorted(PHASES))
+    phase.add_argument("name", choices=sorted(map(str, PHASES)))
     phase.add_argument("--workdir", required=True)
     phase.set_defaults(func=cmd_phase)
 
