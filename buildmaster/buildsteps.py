@@ -98,15 +98,21 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
         return result
 
     @defer.inlineCallbacks
+    def fetch_record(self):
+        """The command's record, read from the worker: (record, None), or (None, why it cannot be read)."""
+        text = yield self.getFileContentFromWorker(self.record)
+        try:
+            return protocol.read_record(text, self.record), None
+        except ValueError as e:
+            return None, str(e)
+
+    @defer.inlineCallbacks
     def keep_record(self):
         """What is kept of the record of a command that failed by it (the test verdict that refused the
         release names the tests): the summary stays the error line; no record, nothing kept."""
-        try:
-            text = yield self.getFileContentFromWorker(self.record)
-            record = protocol.read_record(text, self.record)
-        except ValueError:
-            return
-        yield self.keep_it(record)
+        record, _ = yield self.fetch_record()
+        if record is not None:
+            yield self.keep_it(record)
 
     @defer.inlineCallbacks
     def keep_it(self, record):
@@ -122,11 +128,9 @@ class PgoCommand(CompositeStepMixin, ShellCommand):
     def take_record(self, failed=False):
         """The command's record, read from the worker, as the summary; a step whose record
         cannot be read says so, with warnings (what it did succeeded), unless it failed."""
-        text = yield self.getFileContentFromWorker(self.record)
-        try:
-            record = protocol.read_record(text, self.record)
-        except ValueError as e:
-            self.error = None if failed else str(e)
+        record, error = yield self.fetch_record()
+        if record is None:
+            self.error = None if failed else error
             return WARNINGS
         self.use_record(record)
         if self.keep:

@@ -107,19 +107,20 @@ def properties_of(get: Callable[..., Any], buildid: int) -> dict[str, Any]:
     return {name: value for name, (value, _source) in get(("builds", buildid, "properties")).items()}
 
 
-def read_rows(get: Callable[..., Any], ui_url: str) -> list[Row]:
-    """Every release and nightly build of the newest PER_BUILDER per builder, newest first: get is the data
-    API's (the WSGI plugin's dataGet)."""
+def read_rows(get: Callable[..., Any], ui_url: str, kind: str | None = None,
+              platform: str | None = None) -> list[Row]:
+    """Every release and nightly build (or only kind's, of platform's builders) of the newest PER_BUILDER per
+    builder, newest first: get is the data API's (the WSGI plugin's dataGet)."""
     rows = []
     for builder in get("builders"):
-        kind = builder_kind(builder["tags"])
-        if kind is None:
+        tagged = builder_kind(builder["tags"])
+        if tagged is None or kind not in (None, tagged[0]) or platform not in (None, tagged[1]):
             continue
         for build in get(("builders", builder["builderid"], "builds"), order=("-number",), limit=PER_BUILDER):
             properties = properties_of(get, build["buildid"])
             steps = get(("builds", build["buildid"], "steps"))
             state, reason = build_state(build, steps)
-            rows.append(Row(kind=kind[0], builder=builder["name"], platform=kind[1], buildid=build["buildid"],
+            rows.append(Row(kind=tagged[0], builder=builder["name"], platform=tagged[1], buildid=build["buildid"],
                             number=build["number"],
                             url=f"{ui_url}#/builders/{builder['builderid']}/builds/{build['number']}",
                             started=build["started_at"], version=str(properties.get("version", "?")),
@@ -175,19 +176,17 @@ def make_app(title: str, ui_url: str) -> Flask:
     """The dashboard's WSGI application; the plugin gives it buildbot_api (the master's data API) at start."""
     app = Flask("pgo_dashboard", template_folder=str(Path(__file__).parent / TEMPLATES))
 
-    def rows() -> list[Row]:
-        return read_rows(app.buildbot_api.dataGet, ui_url)
-
     @app.route("/index.html")
     def index():
-        every = rows()
+        every = read_rows(app.buildbot_api.dataGet, ui_url)
         return render_template("dashboard.html", title=title, lines=latest(every), history=every[:HISTORY],
                                total=len(every), base=f"{ui_url}plugins/wsgi_dashboards/{DASHBOARD}/")
 
     @app.route("/badge/<config>/<platform>.svg")
     def platform_badge(config, platform):
-        release = next((r for r in rows() if r.kind == "release" and r.config == config
-                        and r.platform == platform), None)
+        # Only the release builders of that platform are read: a badge is fetched wherever it is shown.
+        release = next((r for r in read_rows(app.buildbot_api.dataGet, ui_url, "release", platform)
+                        if r.config == config), None)
         if release is None:
             abort(404)
         text = f"{release.version} {release.state}"

@@ -275,12 +275,13 @@ def build_config(name, data=None):
     if Variant.OPTIMIZED in variants or not set(variants) <= {Variant.INSTRUMENTED, Variant.PLAIN}:
         raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
                             "and the plain build may build less; the optimised build is what ships")
-    return BuildConfig(name, product(product_name, data), args, line, platforms.source_suite(line),
-                       bool(switches["lto"]), bool(switches["bolt"]), bool(switches["debian_rules"]),
-                       generator, compile_flags, link_flags,
-                       variants if reduced_cmake else (), reduced_cmake,
-                       tuple(nearest("features_off") or ()), tuple(nearest("features_required") or ()),
-                       debian_patches=bool(switches["debian_patches"]),
+    return BuildConfig(name=name, product=product(product_name, data), cmake_args=args, line=line,
+                       debian_suite=platforms.source_suite(line),
+                       **{key: bool(value) for key, value in switches.items()},
+                       generator=generator, compile_flags=compile_flags, link_flags=link_flags,
+                       reduced_variants=variants if reduced_cmake else (), reduced_cmake=reduced_cmake,
+                       features_off=tuple(nearest("features_off") or ()),
+                       features_required=tuple(nearest("features_required") or ()),
                        trained_dirs=tuple(trained_dirs))
 
 
