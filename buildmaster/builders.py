@@ -10,8 +10,8 @@ from buildbot.plugins import util
 
 from buildmaster import factories
 from buildmaster.workers import PACKAGING, heavy_build_locks, same_worker_as_release
-from pgo import platforms
-from pgo.resume import BUILDERS_DIR
+from pgo.base import platforms
+from pgo.build.resume import BUILDERS_DIR
 
 
 def platform_env(platform):
@@ -22,7 +22,7 @@ def platform_env(platform):
 
 def in_builds(name):
     """Where a builder's folder is on its worker: under the folder a container worker keeps in a volume
-    (pgo/resume.py), so that an interrupted release resumes there."""
+    (pgo/build/resume.py), so that an interrupted release resumes there."""
     return f"{BUILDERS_DIR}/{name}"
 
 

@@ -2,10 +2,10 @@
 
 PgoCommand runs one `python3 -m pgo ...` command on the worker and turns what
 it prints into the step's live progress (`[instrumented] compile 345/1164`,
-`[bench] pair 7 (max 20): ...`; pgo/lines.py reads those lines, beside the code
+`[bench] pair 7 (max 20): ...`; pgo/base/lines.py reads those lines, beside the code
 that prints them), and the JSON record the command wrote on the worker (the
 profile check, the profile use, BOLT's check, the tests' counts and verdict,
-the benchmark's verdict, which version 'latest' is: pgo/protocol.py) into the
+the benchmark's verdict, which version 'latest' is: pgo/base/protocol.py) into the
 build's summary. The master-side steps publish a build's uploads, run the pgo
 commands of the master's own profile archive (MasterPgoCommand), and stop a
 build request that keeps losing its worker.
@@ -28,9 +28,10 @@ from twisted.python.failure import Failure
 
 from buildmaster import publish
 from buildmaster.downloads import download_url
-from pgo import REPO, lines, protocol
-from pgo.errors import error_reason
-from pgo.readers import read_json
+from pgo import REPO
+from pgo.base import lines, protocol
+from pgo.base.errors import error_reason
+from pgo.base.readers import read_json
 
 
 class OutputWatcher(logobserver.LogLineObserver):
@@ -286,7 +287,7 @@ class RecordTestResults(buildstep.BuildStep):
     """A test run's per-test outcomes (the results.json it uploaded to the staging folder) in Buildbot's own
     test-result store: the data API keeps each test's history across builds (a flaky test, a test that fails
     on the optimised build only), which the dashboard's pages show (Buildbot's UI has no view of it). A test passed if
-    an attempt passed (pgo/testrun.py summarise); skipped tests have no result. A run without its record
+    an attempt passed (pgo/build/testrun.py summarise); skipped tests have no result. A run without its record
     only warns: the verdict step decided already. page(buildid): the address of the build's test results
     page (buildmaster/dashboard.py), linked from the step."""
 

@@ -7,7 +7,7 @@ used, and the published packages. Below, the history of every release and nightl
 and platform (`badge/<config>/<platform>.svg`) shows the latest release's state anywhere an image goes.
 
 The page reads the master's own data (Buildbot's data API: builds, their steps and properties), never a
-summary's text: the steps keep what the page shows of their records (pgo/protocol.py) as build properties,
+summary's text: the steps keep what the page shows of their records (pgo/base/protocol.py) as build properties,
 through buildmaster/kept.py.
 """
 

@@ -1,4 +1,4 @@
-"""Build factories: the pipeline's phases (pgo/phases.py) as steps, then archive, package, publish.
+"""Build factories: the pipeline's phases (pgo/build/phases.py) as steps, then archive, package, publish.
 
 A release build on one worker runs every PGO phase as its own step in one work
 directory, the plain baseline beside it, the test suite on both and its verdict
@@ -8,7 +8,7 @@ the same worker and read the release's work directory in place: the staged
 tree is hundreds of megabytes, and the release build waits for them, so its
 work directory (and a latent VM) stays as it is until every format is packaged.
 The rpm build packages the checked build's files through MariaDB's -DRPM install
-rules and CPack, from a tree configured in that work directory (pgo/package.py).
+rules and CPack, from a tree configured in that work directory (pgo/packaging/package.py).
 Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 
@@ -45,9 +45,8 @@ from buildmaster.buildsteps import (
 from buildmaster.dashboard import tests_page
 from buildmaster.kept import keep
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
-from pgo import protocol
-from pgo.bench.policy import RELEASE
-from pgo.lines import (
+from pgo.base import protocol
+from pgo.base.lines import (
     bench_verdict_summary,
     bolt_check_summary,
     package_summary,
@@ -56,9 +55,10 @@ from pgo.lines import (
     test_result_summary,
     test_verdict_summary,
 )
-from pgo.phases import PIPELINES
-from pgo.protocol import PhaseName
-from pgo.versions import LATEST
+from pgo.base.protocol import PhaseName
+from pgo.base.versions import LATEST
+from pgo.bench.policy import RELEASE
+from pgo.build.phases import PIPELINES
 
 # A MariaDB compile prints progress every few seconds, but training and the
 # benchmark may be silent for long stretches; a whole build takes ~40 minutes
@@ -79,7 +79,7 @@ def in_test_results(name: str) -> Callable[[str, str], str]:
 
 
 # The phases whose result the build's summary takes from the record they wrote in the work
-# directory (pgo/protocol.py): where, of (work directory, test set), and how.
+# directory (pgo/base/protocol.py): where, of (work directory, test set), and how.
 RECORDS = {PhaseName.CHECK: (in_workdir(protocol.PROFILE_CHECK), profile_check_summary),
            PhaseName.OPTIMIZED: (in_workdir(protocol.PROFILE_USE), profile_use_summary),
            PhaseName.BOLT: (in_workdir(protocol.BOLT_CHECK), bolt_check_summary),
@@ -121,7 +121,7 @@ PGO_ENV = protocol.step_environment(util.Property("buildername"), util.Interpola
 
 
 def test_results(workdir_name):
-    """The test phase's results of the build's test set (pgo/testrun.py): what is published of them."""
+    """The test phase's results of the build's test set (pgo/build/testrun.py): what is published of them."""
     return util.Transform(lambda builddir, test_set: protocol.test_results(f"{builddir}/{workdir_name}", test_set),
                           util.Property("builddir"), TEST_SET)
 
@@ -186,7 +186,7 @@ def phase_steps(settings, pgo, workdir, prefix="", archive_kind="release", resum
     A PGO build trains its profile, or with the property profile=NAME|latest
     reuses an archived one (pipeline "reuse"): the union of both pipelines'
     phases, each step run only when its pipeline is the build's; the bolt
-    step only for a configuration with `bolt = true` (pgo/phases.py runs).
+    step only for a configuration with `bolt = true` (pgo/build/phases.py runs).
     resume: a phase the work directory finished (in the interrupted build this
     one resumes, resume_step) is not run again.
     """
@@ -319,7 +319,7 @@ def configured(name, step):
     return name != "bolt" or plan(step) is None or name in plan(step)["phases"]
 
 
-# A release's work that an interrupted build of the same request leaves for the next (pgo/resume.py), and what
+# A release's work that an interrupted build of the same request leaves for the next (pgo/build/resume.py), and what
 # every release makes anew.
 RESUMABLE = ("work", "work-plain", *BUILD_ARCHIVE_FILES)
 NOT_RESUMED = ("bench", "release-profile")
@@ -327,7 +327,7 @@ NOT_RESUMED = ("bench", "release-profile")
 
 @util.renderer
 def release_request(props):
-    """The master's side of a release's request (pgo/resume.py): what decides its work."""
+    """The master's side of a release's request (pgo/build/resume.py): what decides its work."""
     return json.dumps({"version": props.getProperty("version"), "config": props.getProperty("config"),
                        "source": props.getProperty("source"), "profile": props.getProperty("profile", "train"),
                        "tests": props.getProperty("tests", protocol.DEFAULT_TEST_SET),

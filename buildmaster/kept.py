@@ -1,11 +1,11 @@
-"""What a build keeps of its steps' records (pgo/protocol.py) as build properties, read from the record, never
+"""What a build keeps of its steps' records (pgo/base/protocol.py) as build properties, read from the record, never
 from a summary's text: the plan its later steps run or skip by (buildmaster/factories.py), and what the release
 dashboard (buildmaster/dashboard.py) shows of it."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pgo.protocol import PhaseName
+from pgo.base.protocol import PhaseName
 
 
 def kept_profile(record: Mapping[str, Any]) -> dict[str, Any]:

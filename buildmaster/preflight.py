@@ -4,16 +4,17 @@ cannot build it.
 
 Either would otherwise end an hour of building in a red build. The master checks
 what it can see: the download folders, and the source's versions through
-pgo.source (Debian's archive as the master's apt knows it, a directory of the
+pgo.build.source (Debian's archive as the master's apt knows it, a directory of the
 repository); the worker's `version` step resolves a 'latest' the master could not,
 and its source phase still checks every source.
 """
 
 from buildmaster import publish
-from pgo import PipelineError, platforms
-from pgo.config import build_config
-from pgo.source import check_available, resolve_version
-from pgo.versions import LATEST
+from pgo import PipelineError
+from pgo.base import platforms
+from pgo.base.versions import LATEST
+from pgo.build.source import check_available, resolve_version
+from pgo.core.config import build_config
 
 
 def resolve(settings, version, config, source):
@@ -46,7 +47,7 @@ def release_platforms(settings, config, source, chosen=(), offered=None):
     chosen: names of rows, or of platforms of pgo/platforms.toml (every row building for it); each must
     be able to build the release, or the first that cannot is refused in one line. Without it, the matrix:
     every row (of offered, default all) whose platform's workers fetch the source (Debian's source of a
-    line comes from the release that ships it, pgo.platforms check_source); a row of the matrix that
+    line comes from the release that ships it, pgo.base.platforms check_source); a row of the matrix that
     fetches it but has no build image is refused all the same: its settings name a platform that cannot
     build. Returns (rows, [(row, why it is left out)]); raises PipelineError.
     """

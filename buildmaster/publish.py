@@ -1,7 +1,7 @@
 """Publishing on the master: a staging folder becomes a download folder in one rename.
 
 A build uploads everything into a staging folder next to the downloads (same
-file system, so the rename is atomic: pgo/atomic.py reveal), and only its last step publishes:
+file system, so the rename is atomic: pgo/base/atomic.py reveal), and only its last step publishes:
 readers see a complete folder with its sha256sums.txt or no folder at all.
 Nothing published is ever replaced.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import markdown
 
-from pgo import PipelineError, atomic, formats, lines
-from pgo.checksums import SUMS, sha256_file, write_sha256sums
-from pgo.readers import read_json
+from pgo import PipelineError
+from pgo.base import atomic, formats, lines
+from pgo.base.checksums import SUMS, sha256_file, write_sha256sums
+from pgo.base.readers import read_json
 
 STAGING = ".incoming"
 INDEX = "index.html"          # the downloads server (Twisted's static.File) shows it for its folder
@@ -26,7 +27,7 @@ LISTING = "releases.json"     # the front page's list, for scripts
 PAGE_STYLE = ("body{font-family:system-ui,sans-serif;font-size:14px;margin:1em 2em;color:#222}"
               "table{border-collapse:collapse}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}"
               "th{background:#f4f4f4}code{font-size:12px}img{max-width:100%}")
-# What a published folder's records say, each through the line the build page shows (pgo/lines.py).
+# What a published folder's records say, each through the line the build page shows (pgo/base/lines.py).
 RECORD_LINES = (("profile check", "profile-check.json", lines.profile_check_summary),
                 ("profile use", "profile-use.json", lines.profile_use_summary),
                 ("benchmark gate", "benchmark/result.json", lines.bench_verdict_summary),

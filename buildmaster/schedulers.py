@@ -7,9 +7,9 @@ from twisted.internet import defer, threads
 from buildmaster import factories, preflight
 from buildmaster.settings import PACKAGE_FORMATS
 from pgo import PipelineError
-from pgo.config import config_names, default_config, test_set_names
-from pgo.protocol import DEFAULT_TEST_SET
-from pgo.versions import validate_request
+from pgo.base.protocol import DEFAULT_TEST_SET
+from pgo.base.versions import validate_request
+from pgo.core.config import config_names, default_config, test_set_names
 
 
 class VersionParameter(util.StringParameter):

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pgo import REPO, PipelineError, formats, platforms
+from pgo import REPO, PipelineError
+from pgo.base import formats, platforms
+from pgo.base.readers import read_toml
+from pgo.base.versions import validate_request
 from pgo.bench.policy import INCONCLUSIVE_CHOICES
-from pgo.config import build_config, default_config
-from pgo.readers import read_toml
-from pgo.versions import validate_request
+from pgo.core.config import build_config, default_config
 
 SETTINGS_ENV = "PGO_MASTER_SETTINGS"
 DEFAULT_RUNTIME = REPO / "run"

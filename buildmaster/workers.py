@@ -29,9 +29,10 @@ from twisted.python import log
 from twisted.python.failure import Failure
 
 from buildmaster.settings import DOCKER_HOST, LIBVIRT_DOMAIN_TYPES, MASTER_HOST, WORKER_PORT, SettingsError
-from pgo import REPO, platforms, process
-from pgo.lines import first_line, without_terminal_codes
-from pgo.protocol import CURRENT_IMAGE
+from pgo import REPO
+from pgo.base import platforms, process
+from pgo.base.lines import first_line, without_terminal_codes
+from pgo.base.protocol import CURRENT_IMAGE
 
 # Missing VMs and lost connections must end, not hang a release (a worker's start_timeout overrides).
 # Under QEMU's emulation (TCG) the image's worker connects about 20 s after the domain starts here.
@@ -132,7 +133,7 @@ def current_image(images):
 # What the master reads of current.json's container entry (vm_images/container.py writes the worker's uid and
 # gid there too, for people: no file of the master's is shared with a container, so no id needs to match).
 CONTAINER_FIELDS = ("container_image", "worker_user", "worker_cache", "worker_repo")
-# And where its builder folders are (pgo/resume.py BUILDERS_DIR), in images whose containers keep them in a volume
+# And where its builder folders are (pgo/build/resume.py BUILDERS_DIR), in images whose containers keep them in a volume
 # (vm_images makes the mount point); an older image has none, and its releases start again from the first step.
 CONTAINER_BUILDS_FIELD = "worker_builds"
 
@@ -172,7 +173,7 @@ running_image = util.renderer(image_running)
 def container_volumes(spec, layout, settings):
     """The checkout read-only, and the worker's cache volume at the same path every time (the pipeline's
     source tree lives there, and the profile's paths); its builds volume where the image keeps the builder
-    folders, so that a release whose container was lost resumes in the next one (pgo/resume.py). No profile
+    folders, so that a release whose container was lost resumes in the next one (pgo/build/resume.py). No profile
     archive: the master keeps it, and a build uploads and downloads its profile (buildmaster/factories.py)."""
     builds = [f"pgo-builds-{spec.name}:{layout[CONTAINER_BUILDS_FIELD]}"] if layout.get(CONTAINER_BUILDS_FIELD) else []
     return [f"{REPO}:{layout['worker_repo']}:ro", f"pgo-cache-{spec.name}:{layout['worker_cache']}", *builds]

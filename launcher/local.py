@@ -45,13 +45,14 @@ from buildmaster.settings import (
     downloads_port_after,
     load_settings,
 )
-from pgo import REPO, PipelineError, process, protocol
-from pgo.config import default_config, test_set_names
-from pgo.errors import error_reason, fail
-from pgo.protocol import DEFAULT_TEST_SET
-from pgo.runner import say
-from pgo.toolchain import detect
-from pgo.versions import LATEST
+from pgo import REPO, PipelineError
+from pgo.base import process, protocol
+from pgo.base.errors import error_reason, fail
+from pgo.base.protocol import DEFAULT_TEST_SET
+from pgo.base.runner import say
+from pgo.base.versions import LATEST
+from pgo.core.config import default_config, test_set_names
+from pgo.core.toolchain import detect
 
 REQUIREMENTS = REPO / protocol.MASTER_REQUIREMENTS
 MASTER_START_TIMEOUT = 180   # a busy 2-core machine needs more than Buildbot's default 10 s
@@ -628,7 +629,7 @@ def say_what_resumes(api, max_lost, cancel_hint):
             fate = ("fails on the next start: the worker-lost guard gives up on a build request whose worker "
                     f"was lost {lost} times (max_lost_workers = {max_lost})")
         elif w.build and w.kind == "release":
-            # Its work stays where its worker keeps it: it resumes after its last finished phase (pgo/resume.py).
+            # Its work stays where its worker keeps it: it resumes after its last finished phase (pgo/build/resume.py).
             fate = f"starts again on the next {START_COMMANDS}, after the last phase it finished"
         elif w.build:
             fate = f"starts again from its first step on the next {START_COMMANDS}"

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pgo.errors import PipelineError
+from pgo.base.errors import PipelineError
 
 # The checkout every program of this repository runs from: pgo/, buildmaster/, vm_images/, packaging/.
 REPO = Path(__file__).resolve().parent.parent

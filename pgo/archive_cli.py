@@ -1,4 +1,4 @@
-"""`pgo archive ...`: store, promote, list, show, verify and prune the profile archive (pgo/archive.py);
+"""`pgo archive ...`: store, promote, list, show, verify and prune the profile archive (pgo/archive/store.py);
 add, wants and pick move an entry between a worker and the master, which holds the archive of record."""
 
 import argparse
@@ -7,8 +7,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pgo import PipelineError, archive, archive_model, toolchain
-from pgo.archive import (
+from pgo import PipelineError
+from pgo.archive import model as archive_model, store as archive
+from pgo.archive.model import DAMAGE, KINDS, Gone, build_root, damage, root_of, trained_by, workload_version
+from pgo.archive.store import (
     add,
     archived_entry,
     entries,
@@ -22,12 +24,12 @@ from pgo.archive import (
     unpack_sent,
     verify,
 )
-from pgo.archive_model import DAMAGE, KINDS, Gone, build_root, damage, root_of, trained_by, workload_version
-from pgo.atomic import write_json
-from pgo.errors import fail
-from pgo.reuse import chosen, read_wants, unpublished_kind, wanted
-from pgo.versions import validate_version
-from pgo.workdir import Workdir
+from pgo.base.atomic import write_json
+from pgo.base.errors import fail
+from pgo.base.versions import validate_version
+from pgo.build.reuse import chosen, read_wants, unpublished_kind, wanted
+from pgo.core import toolchain
+from pgo.core.workdir import Workdir
 
 ARCHIVE_HELP = "\n".join(module.__doc__ for module in (archive_model, archive))
 

@@ -14,35 +14,21 @@ import json
 import tempfile
 from dataclasses import asdict
 
-from pgo import (
-    PipelineError,
-    archive_cli,
-    archive_model,
-    bench,
-    bolt,
-    builddeps,
-    compare_debs,
-    configure_check,
-    contract,
-    lines,
-    package,
-    protocol,
-    prove,
-    resume,
-    reuse,
-    source,
-    testrun,
-    toolchain,
-)
-from pgo.atomic import write_json
-from pgo.config import build_config, config_names, default_config
-from pgo.contract import TestRequest
-from pgo.errors import error_line, run_command
-from pgo.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
-from pgo.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, PhaseName
-from pgo.runner import say
-from pgo.versions import LATEST, validate_request
-from pgo.workdir import Settings, Workdir, require_usable_path
+from pgo import PipelineError, archive_cli, bench
+from pgo.archive import model as archive_model
+from pgo.base import lines, protocol
+from pgo.base.atomic import write_json
+from pgo.base.errors import error_line, run_command
+from pgo.base.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, PhaseName
+from pgo.base.runner import say
+from pgo.base.versions import LATEST, validate_request
+from pgo.build import bolt, builddeps, configure_check, resume, reuse, source, testrun
+from pgo.build.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
+from pgo.core import contract, toolchain
+from pgo.core.config import build_config, config_names, default_config
+from pgo.core.contract import TestRequest
+from pgo.core.workdir import Settings, Workdir, require_usable_path
+from pgo.packaging import compare_debs, package, prove
 
 
 def main(argv=None):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pgo import atomic
+from pgo.base import atomic
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"
@@ -87,7 +87,7 @@ class SearchableTempPathFactory(pytest.TempPathFactory):
     """Temporary folders the test user can search.
 
     The test phase runs the suite as an unprivileged user when the tests run as root (mtr
-    refuses root, pgo/testrun.py), and that user must reach the staged trees in the temporary
+    refuses root, pgo/build/testrun.py), and that user must reach the staged trees in the temporary
     folders. pytest makes them private (0700), and resets its shared root to 0700 whenever a
     session starts; so each session has a folder of its own in the system's temporary folder,
     searchable by others (not listable), and the newest KEEP_SESSIONS of the finished ones are kept

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pgo import archive, archive_model, checksums
+from pgo.archive import model as archive_model, store as archive
+from pgo.base import checksums
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"

@@ -20,7 +20,7 @@ from conftest import FIXTURE, REPO, free_port
 from buildmaster.factories import TRANSFERS
 from buildmaster.settings import SETTINGS_ENV
 from launcher import local
-from pgo.checksums import sha256_file, verify_sha256sums
+from pgo.base.checksums import sha256_file, verify_sha256sums
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                 reason="a worker blind to the master's archive needs root and unshare(1)")

@@ -21,7 +21,8 @@ from conftest import build_fixture, refused, run_pgo
 from twisted.trial import unittest
 
 from buildmaster.buildsteps import MasterPgoCommand
-from pgo import archive, archive_model, checksums
+from pgo.archive import model as archive_model, store as archive
+from pgo.base import checksums
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""pgo/atomic.py, the one way files and folders are written hidden and renamed into place.
+"""pgo/base/atomic.py, the one way files and folders are written hidden and renamed into place.
 
 Its writers are the work directory's state, the archive's kinds and checksums, the
 package folders, the shared source trees and the VM image records; these tests take
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pgo import atomic
+from pgo.base import atomic
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def python(code, *args, **kw):
 
 WRITER = """
 import sys
-from pgo.atomic import write_json
+from pgo.base.atomic import write_json
 for i in range(int(sys.argv[2])):
     write_json(sys.argv[1], {"writer": sys.argv[3], "i": i, "padding": "x" * 8192})
 """
@@ -51,7 +51,7 @@ def test_two_writers_of_one_file_never_collide_and_readers_see_whole_files(tmp_p
 
 KILLED_BEFORE_RENAME = """
 import os, signal, sys
-from pgo import atomic
+from pgo.base import atomic
 os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
 atomic.write_json(sys.argv[1], {"never": "seen"})
 """

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from pgo import lines
+from pgo.base import lines
 from pgo.bench.policy import PUBLISH_IF_AHEAD
 from pgo.bench.stats import paired_ratio
 

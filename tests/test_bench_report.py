@@ -226,7 +226,7 @@ def test_top_functions_show_their_entries_in_the_training(tmp_path):
 
 
 def test_training_entries_count_clones_and_cold_parts_as_their_function():
-    from pgo import profile
+    from pgo.core import profile
     entries = {"row_sel(sel_node_t*, que_thr_t*)": 40, "my_hash_sort_simple": 7}
     assert profile.entries_of(entries, "row_sel(sel_node_t*, que_thr_t*) [clone .cold]") == 40
     assert profile.entries_of(entries, "row_sel(sel_node_t*, que_thr_t*) [clone .constprop.0] [clone .cold]") == 40

@@ -16,15 +16,18 @@ import tarfile
 import pytest
 from conftest import FIXTURE, build_fixture, refused, run_pgo
 
-from pgo import PipelineError, bolt, debpackages, lines
-from pgo.checksums import sha256_file
-from pgo.config import build_config
-from pgo.phases import context, pipeline_of, run_phases
-from pgo.proof import elf_section
-from pgo.recipes import RECIPES
-from pgo.runner import PhaseLog
-from pgo.toolchain import BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS, config_flags, fingerprint
-from pgo.workdir import Workdir
+from pgo import PipelineError
+from pgo.base import lines
+from pgo.base.checksums import sha256_file
+from pgo.base.runner import PhaseLog
+from pgo.build import bolt
+from pgo.build.phases import context, pipeline_of, run_phases
+from pgo.core.config import build_config
+from pgo.core.proof import elf_section
+from pgo.core.toolchain import BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS, config_flags, fingerprint
+from pgo.core.workdir import Workdir
+from pgo.packaging import debpackages
+from pgo.packaging.recipes import RECIPES
 
 
 def bolt_missing():
@@ -313,7 +316,7 @@ def test_a_machine_without_bolt_is_told_what_to_install(monkeypatch):
 
 
 def test_pgo_prove_refuses_a_bolt_mark_its_binary_has_no_passed_check_for():
-    from pgo.prove import check_label, check_mark
+    from pgo.packaging.prove import check_label, check_mark
     use = {"passed": True, "profile_id": "1.0.0-abc", "identity": {"compiler": {"version": "12.2.0"}},
            "hot_coverage": 1.0}
     info = {"profile_id": "1.0.0-abc", "profile_use": use, "compiler": {"version": "12.2.0"},

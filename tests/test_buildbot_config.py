@@ -30,10 +30,10 @@ from buildmaster.schedulers import VersionParameter, release_form_properties
 from buildmaster.settings import SETTINGS_ENV, SettingsError, WorkerSettings, from_dict, load_settings
 from buildmaster.workers import IMAGE_PROPERTY, current_image, domain_xml, make_workers, running_image
 from launcher import local
-from pgo import platforms
-from pgo.config import build_config
-from pgo.phases import PHASES, PIPELINES, plan
-from pgo.source import ensure_deb_src
+from pgo.base import platforms
+from pgo.build.phases import PHASES, PIPELINES, plan
+from pgo.build.source import ensure_deb_src
+from pgo.core.config import build_config
 
 REPO = Path(__file__).resolve().parent.parent
 ASK_DOCKER = workers.docker_image_state
@@ -103,7 +103,7 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
     assert names.index("test-results-pgo") < names.index("test-verdict") < names.index("publish")
     # 'latest' the master could not resolve: the worker resolves it once, before any phase.
     assert names.index("resume") < names.index("version") < names.index("source")
-    # A release resumes after an interruption (pgo/resume.py): its phases skip what the work directory
+    # A release resumes after an interruption (pgo/build/resume.py): its phases skip what the work directory
     # finished, and its last step, run whatever happened before, forgets the request.
     by_name = {step.kwargs.get("name"): step for step in factory.steps}
 
@@ -120,7 +120,7 @@ def test_release_steps_are_the_pipeline_phases(two_platforms):
 
 
 def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
-    """Defined once in pgo/phases.py; a step of every PGO build, run where the configuration asks for it: by
+    """Defined once in pgo/build/phases.py; a step of every PGO build, run where the configuration asks for it: by
     the plan the worker's source phase resolved (plan.json, kept by the source step), never by the master's
     own checkout. Without a plan it runs, and the worker refuses a phase its build does not run."""
     for builder in ("release-debian-12", "nightly-debian-12"):

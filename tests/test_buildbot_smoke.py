@@ -22,8 +22,8 @@ from conftest import free_port
 from buildmaster.publish import STAGING
 from buildmaster.settings import SETTINGS_ENV
 from launcher import local
-from pgo.checksums import sha256_file, verify_sha256sums
-from pgo.toolchain import detect
+from pgo.base.checksums import sha256_file, verify_sha256sums
+from pgo.core.toolchain import detect
 
 FORMATS = ["bintar", "deb", "rpm"]
 BUILD_TIMEOUT = 120

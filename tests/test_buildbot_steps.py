@@ -17,11 +17,11 @@ from twisted.trial import unittest
 from buildmaster import factories
 from buildmaster.buildsteps import GiveUpOnLostWorkers, PgoCommand, PublishFolder
 from buildmaster.settings import from_dict
-from pgo import protocol
-from pgo.checksums import verify_sha256sums
+from pgo.base import protocol
+from pgo.base.checksums import verify_sha256sums
 
 COMMAND = ["python3", "-m", "pgo", "build", "--phase", "instrumented"]
-# What a factory's pgo step gives the command: which build runs it (pgo/protocol.py).
+# What a factory's pgo step gives the command: which build runs it (pgo/base/protocol.py).
 BUILD = {"buildername": "release-local", "buildnumber": 7}
 PGO_ENV = {"PYTHONUNBUFFERED": "1", "PGO_BUILDER": "release-local", "PGO_BUILD_NUMBER": "7"}
 CHECK_OUTPUT = ("== phase 4 of 7: check: check the profile reached the hot objects\n"

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE, REPO, run_pgo
 
-from pgo import platforms, proof
-from pgo.checksums import SUMS, sha256_file
+from pgo.base import platforms
+from pgo.base.checksums import SUMS, sha256_file
+from pgo.core import proof
 
 MODULE = REPO / "cmake" / "pgo.cmake"
 HOT_OBJECT = Path("CMakeFiles/hot.dir/src/hot.c.o")

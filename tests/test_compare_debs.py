@@ -1,4 +1,4 @@
-"""pgo compare-debs (pgo/compare_debs.py): two small sets of .debs built with dpkg-deb that differ in a file,
+"""pgo compare-debs (pgo/packaging/compare_debs.py): two small sets of .debs built with dpkg-deb that differ in a file,
 a relation, a maintainer script and a package on each side; the bad inputs; and one real download of a
 small Debian package with apt."""
 

@@ -18,8 +18,8 @@ import pytest
 from buildbot.process.results import EXCEPTION, RETRY
 from conftest import REPO, free_port, held_source, step_output
 
-from pgo import atomic
-from pgo.checksums import sha256_file, verify_sha256sums
+from pgo.base import atomic
+from pgo.base.checksums import sha256_file, verify_sha256sums
 from vm_images import definition
 from vm_images.build import installed_packages, pack_tarball, provision
 from vm_images.container import START

@@ -287,7 +287,7 @@ def relabelled(published, tmp_path, change):
     info = json_of(folder / "buildinfo.json")
     change(info)
     (folder / "buildinfo.json").write_text(json.dumps(info))
-    from pgo.checksums import write_sha256sums
+    from pgo.base.checksums import write_sha256sums
     write_sha256sums(folder)
     return folder
 
@@ -459,9 +459,9 @@ def test_a_damaged_work_directory_record_is_one_line(published, tmp_path, name, 
 
 
 def test_the_work_directory_records_the_configuration_it_resolved_whole(published):
-    from pgo import contract
-    from pgo.config import build_config
-    from pgo.workdir import Workdir
+    from pgo.core import contract
+    from pgo.core.config import build_config
+    from pgo.core.workdir import Workdir
     assert contract.resolved_config(Workdir(published / "w")) == build_config("fixture")
 
 
@@ -490,7 +490,7 @@ def test_packaging_a_build_without_its_resolved_configuration_is_one_line(publis
     ('{"format": "zip"}', "buildinfo.json is not one `pgo package` wrote"),
 ])
 def test_proving_a_folder_pgo_package_did_not_write_is_one_line(tmp_path, buildinfo, message):
-    from pgo.checksums import write_sha256sums
+    from pgo.base.checksums import write_sha256sums
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "buildinfo.json").write_text(buildinfo)

@@ -1,4 +1,4 @@
-"""The deb packages through a Debian source package's own debian/rules (pgo/debrules.py): the fixture's
+"""The deb packages through a Debian source package's own debian/rules (pgo/packaging/debrules.py): the fixture's
 debian/ (a server, a plugin and a test package, with Debian mariadb's override structure) on the
 checked build tree of configs.toml fixture-deb, with real debhelper, dpkg-deb and lintian."""
 
@@ -14,9 +14,10 @@ from dataclasses import replace
 import pytest
 from conftest import FIXTURE, refused, run_pgo
 
-from pgo import PipelineError, debrules
-from pgo.config import build_config, load
-from pgo.package import load_build
+from pgo import PipelineError
+from pgo.core.config import build_config, load
+from pgo.packaging import debrules
+from pgo.packaging.package import load_build
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture-deb", "--tests", "off"]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
@@ -173,7 +174,7 @@ def test_lintian_passes(packaged):
 def test_the_packaging_tree_copies_the_sources_files_and_links_its_folders(tmp_path):
     """A top-level file, and a link to one, become files of their own (debhelper would ship a link to
     this machine's source); folders stay links to the read-only shared tree; debian/ is left out."""
-    from pgo.debrules import link_source
+    from pgo.packaging.debrules import link_source
     shared, src = tmp_path / "shared", tmp_path / "src"
     for folder in ("sql", "debian"):
         (shared / folder).mkdir(parents=True)

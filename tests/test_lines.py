@@ -1,5 +1,5 @@
-"""The lines the CLI prints, read by the progress parser the Buildbot steps use (pgo/lines.py), and
-the records whose summaries the steps show (pgo/protocol.py).
+"""The lines the CLI prints, read by the progress parser the Buildbot steps use (pgo/base/lines.py), and
+the records whose summaries the steps show (pgo/base/protocol.py).
 
 The lines and records come from real runs: a PGO build of the fixture project and a re-judged
 benchmark result; a line the CLI stops printing, or a record it writes differently, fails here
@@ -13,8 +13,8 @@ import sys
 import pytest
 from conftest import FIXTURE, REPO, run_pgo
 
-from pgo import lines, protocol
-from pgo.errors import error_reason
+from pgo.base import lines, protocol
+from pgo.base.errors import error_reason
 
 RESULT = REPO / "tests" / "data" / "bench" / "result.json"
 
@@ -126,7 +126,7 @@ def test_training_passes_are_progress():
 def test_a_silent_compile_says_what_it_waits_on(tmp_path, monkeypatch, capsys):
     """A compile that prints nothing for a while (a whole server's link) keeps its step's progress moving:
     what Ninja started last, and for how long; the master's parser reads it as progress."""
-    from pgo import runner
+    from pgo.base import runner
 
     monkeypatch.setattr(runner, "WAITING_SAY_SECONDS", 0.3)
     log = runner.PhaseLog(tmp_path / "optimized.log", "optimized")

@@ -9,9 +9,9 @@ import tarfile
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import lines
-from pgo.config import build_config
-from pgo.toolchain import fingerprint
+from pgo.base import lines
+from pgo.core.config import build_config
+from pgo.core.toolchain import fingerprint
 
 
 def build(workdir, config="fixture-lto", *extra, check=True):

@@ -13,7 +13,9 @@ import tarfile
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import PipelineError, lines, source
+from pgo import PipelineError
+from pgo.base import lines
+from pgo.build import source
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
@@ -182,9 +184,9 @@ NEXT_UPSTREAM = {"10.11.18": "1:10.11.19-0+deb12u1", "10.11.19": "1:10.11.20-0+d
 
 @pytest.mark.parametrize("theirs", DEBIAN + source.debian_versions("mariadb"))
 def test_deb_versions_upgrade_debians_package_of_the_same_release(theirs):
-    from pgo import platforms
-    from pgo.debpackages import deb_version
-    from pgo.recipes import RECIPES, load_toml
+    from pgo.base import platforms
+    from pgo.packaging.debpackages import deb_version
+    from pgo.packaging.recipes import RECIPES, load_toml
     recipe = load_toml(RECIPES / "deb" / "mariadb.toml", platforms.platform("debian-12"))
     release = source.release_of(theirs)
     # Built from another source (a tarball, git), the upstream part is the release itself: above
@@ -217,8 +219,8 @@ DEBIAN_ADDITIONS = {
 @pytest.mark.parametrize("line", DEBIAN_ADDITIONS)
 def test_the_mariadb_deb_recipe_ships_the_configuration_files_of_either_line(line, tmp_path):
     """Every file of debian/additions goes into a package (Galera's: WSREP is off), none is missing."""
-    from pgo.debpackages import install_rule
-    from pgo.recipes import RECIPES, load_toml
+    from pgo.packaging.debpackages import install_rule
+    from pgo.packaging.recipes import RECIPES, load_toml
     recipe = load_toml(RECIPES / "deb" / "mariadb.toml")
     additions = tmp_path / "src" / "debian" / "additions"
     for name in DEBIAN_ADDITIONS[line]:
@@ -322,8 +324,8 @@ def test_an_rpm_is_refused_where_configuring_finds_other_targets(builds):
 
 def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
     """The recipe's `cmake`, the RPM tree's own options after the checked build's: a wrong value is one line."""
-    from pgo.package import tree_options
-    from pgo.recipes import RECIPES, load_toml
+    from pgo.packaging.package import tree_options
+    from pgo.packaging.recipes import RECIPES, load_toml
     for recipe in sorted((RECIPES / "rpm").glob("*.toml")):
         tree_options(load_toml(recipe), "rpm")
     assert tree_options({}, "rpm") == []
@@ -336,12 +338,13 @@ def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
 
 
 def test_every_package_format_has_its_maker_extractor_prover_and_recipes(tmp_path):
-    """pgo/formats.py is the one list of formats: a format added there without its parts fails here, and a
+    """pgo/base/formats.py is the one list of formats: a format added there without its parts fails here, and a
     format it does not list is refused in one line, never taken for another."""
     from buildmaster.publish import packages
     from buildmaster.settings import PACKAGE_FORMATS
-    from pgo import formats, package, prove
-    from pgo.recipes import RECIPES
+    from pgo.base import formats
+    from pgo.packaging import package, prove
+    from pgo.packaging.recipes import RECIPES
 
     assert set(package.MAKERS) == set(package.EXTRACTORS) == set(prove.PROVERS) == set(formats.Format)
     assert all((RECIPES / name).is_dir() for name in formats.NAMES)

@@ -1,4 +1,4 @@
-"""`pgo prove --piuparts` (pgo/piuparts.py): Debian's piuparts on the fixture's debs made through its
+"""`pgo prove --piuparts` (pgo/packaging/piuparts.py): Debian's piuparts on the fixture's debs made through its
 own debian/rules (configs.toml fixture-deb): install, the upgrade from an earlier release's set (the
 plain build's 1.0.0-1), remove, purge, and apt's refusal to put that set back over ours; a package
 whose purge leaves a file is refused in one line. The fixture's purge removes its data only when its
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE, refused, run_pgo
 
-from pgo import piuparts
-from pgo.checksums import write_sha256sums
+from pgo.base.checksums import write_sha256sums
+from pgo.packaging import piuparts
 
 needs_piuparts = pytest.mark.skipif(
     shutil.which("piuparts") is None or shutil.which("mmdebstrap") is None or os.geteuid() != 0,

@@ -8,8 +8,9 @@ import tomllib
 import pytest
 from conftest import REPO
 
-from pgo import PipelineError, platforms
-from pgo.config import build_config, load
+from pgo import PipelineError
+from pgo.base import platforms
+from pgo.core.config import build_config, load
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_this_machines_platform_is_its_release_or_the_environments(tmp_path):
 
 
 def test_the_deb_recipes_take_the_release_from_the_platform():
-    from pgo.recipes import RECIPES, load_toml
+    from pgo.packaging.recipes import RECIPES, load_toml
     for product in ("mariadb", "fixture"):
         assert "distribution" not in load_toml(RECIPES / "deb" / f"{product}.toml")
         assert load_toml(RECIPES / "deb" / f"{product}.toml", platforms.platform("debian-13"))["distribution"] == \
@@ -124,8 +125,8 @@ def test_the_deb_recipes_take_the_release_from_the_platform():
 
 def test_the_shell_reads_one_value_and_gets_one_error_line():
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "pgo.platforms", *args], cwd=REPO, capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin", "PGO_PLATFORM": "debian-13"})
+        return subprocess.run([sys.executable, "-m", "pgo.base.platforms", *args], cwd=REPO, capture_output=True,
+                              text=True, env={"PATH": "/usr/bin:/bin", "PGO_PLATFORM": "debian-13"})
     assert run("show", "debian-13", "--field", "version_suffix").stdout == "deb13u1\n"
     assert run("host", "--field", "compiler.cc").stdout == "gcc-14\n"
     assert run("show", "debian-12", "--field", "source_suites").stdout == "trixie\n"
@@ -139,7 +140,7 @@ def test_the_shell_reads_one_value_and_gets_one_error_line():
 def test_prove_refuses_an_unknown_platform_before_any_work(tmp_path):
     import json
 
-    from pgo.checksums import write_sha256sums
+    from pgo.base.checksums import write_sha256sums
     folder = tmp_path / "published"
     folder.mkdir()
     (folder / "buildinfo.json").write_text(json.dumps({

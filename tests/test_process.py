@@ -1,9 +1,9 @@
-"""pgo/process.py's wait for a text a started process writes into a file (a VM's serial console: the
+"""pgo/base/process.py's wait for a text a started process writes into a file (a VM's serial console: the
 master's KVM probe and vm_images' boot check), with real processes."""
 
 import time
 
-from pgo import process
+from pgo.base import process
 
 
 def started(tmp_path, script):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from mariadb_private import BASEDIR, PrivateServer, find_mariadbd, missing_prerequisites, short_tempdir
 
-from pgo import lines
-from pgo.runner import PhaseLog
+from pgo.base import lines
+from pgo.base.runner import PhaseLog
 
 SOURCE = Path(__file__).resolve().parent.parent / "profile_load"
 ENGINES = ["innodb", "myisam", "aria", "memory"]

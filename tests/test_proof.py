@@ -16,7 +16,7 @@ import sys
 import pytest
 from conftest import FIXTURE, refused, run_pgo
 
-from pgo import lines
+from pgo.base import lines
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE]
 TRAINED = [arg for phase in ("source", "instrumented", "train", "check") for arg in ("--phase", phase)]
@@ -138,7 +138,7 @@ def test_the_profile_shows_in_the_code_of_a_good_build(tmp_path):
     assert use["traces"] == {"expected": 1, "traced": 1, "startup": 1, "min_share": 0.5, "untraced": []}
     plain = tmp_path / "plain"
     assert pgo(*BUILD, "--workdir", plain, "--pgo", "off", "--tests", "off").returncode == 0
-    from pgo import proof
+    from pgo.core import proof
     assert proof.profile_trace(workdir / "build" / "pgo" / f"{HOT}.o")
     assert not proof.profile_trace(plain / "build" / "plain" / f"{HOT}.o")
 
@@ -199,8 +199,8 @@ def test_options_that_leave_the_profile_in_effect_pass(launched, options):
 def test_the_scan_of_the_options_agrees_with_what_gcc_reads(launched, options):
     """Each set of options added to the hot object's own compile: the proof finds the profile in effect
     exactly when GCC compiled the code the profile makes."""
-    from pgo import proof
-    from pgo.toolchain import pgo_flags
+    from pgo.core import proof
+    from pgo.core.toolchain import pgo_flags
     workdir, env, extra = launched
     extra.write_text("")
     if not json_of(workdir / "state.json")["done"].get("optimized"):
@@ -347,7 +347,7 @@ def test_a_stale_profile_that_lost_a_hot_function_is_counted_and_marked(tmp_path
     # The same package with the mark taken off its name: its own check still says stale.
     info["package_version"] = "1.0.0+pgo"
     (out / "buildinfo.json").write_text(json.dumps(info))
-    from pgo.checksums import write_sha256sums
+    from pgo.base.checksums import write_sha256sums
     write_sha256sums(out)
     refused(pgo("prove", out), "1.0.0+pgo has no stale mark (~stale)", "trained on other source")
     deb = tmp_path / "deb"

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE, build_fixture, refused, run_pgo
 
-from pgo import PipelineError, lines, profile
-from pgo.config import build_config, load
-from pgo.configure_check import feature_summary, judge
-from pgo.recipes import RECIPES, load_toml
-from pgo.toolchain import fingerprint
+from pgo import PipelineError
+from pgo.base import lines
+from pgo.build.configure_check import feature_summary, judge
+from pgo.core import profile
+from pgo.core.config import build_config, load
+from pgo.core.toolchain import fingerprint
+from pgo.packaging.recipes import RECIPES, load_toml
 
 
 def build(workdir, *extra, config="fixture-make", check=True):
@@ -69,7 +71,7 @@ def test_the_distributions_flags_come_first_in_every_variant(make_build):
         assert flags.index("-D_FORTIFY_SOURCE=2") < next(i for i, f in enumerate(flags) if f.startswith(pgo_flag))
         assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,relro -Wl,-z,now" in line
     # The objects record them: the hardening reached the compiler.
-    from pgo.proof import records
+    from pgo.core.proof import records
     assert any("-fstack-protector-strong" in r for r in records(workdir / "build" / "pgo" / "CMakeFiles" / "hot.dir"
                                                                 / "src" / "hot.c.o"))
 
@@ -118,7 +120,7 @@ def test_the_bintar_of_a_layout_with_absolute_paths_comes_from_a_standalone_tree
 
 
 def bintar_with_recipe(workdir, out, monkeypatch, **spec):
-    from pgo import package
+    from pgo.packaging import package
     monkeypatch.setattr(package, "recipe", lambda fmt, build: spec)
     package.cmd_package(argparse.Namespace(workdir=workdir, format="bintar", out=out, release=1, as_plain=False))
 
@@ -188,7 +190,7 @@ def test_without_the_recipes_option_the_rpm_tree_keeps_the_builds_checkmodule_of
                                                                                  monkeypatch):
     """The same build packaged with the recipe's cmake left out: the RPM tree keeps release's
     -DCHECKMODULE=OFF, makes no policy module, and the server rpm goes without it."""
-    from pgo import package
+    from pgo.packaging import package
     workdir = tmp_path / "w"
     shutil.copytree(make_build[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("rpm-tree"))
     edited = {key: value for key, value in package.recipe("rpm", package.load_build(workdir)).items()
@@ -417,7 +419,8 @@ def test_release_11_8_has_every_option_of_debian_13s_rules_and_none_it_dropped(t
 
 
 def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_apt():
-    from pgo import builddeps, process
+    from pgo.base import process
+    from pgo.build import builddeps
     if "10.11." not in process.run(["apt-cache", "showsrc", "mariadb"]).stdout:
         pytest.skip("apt knows no mariadb 10.11 source here (the pipeline's deb-src entry adds it)")
     assert ("mariadb", "10.11", "bookworm") in builddeps.product_lines()
@@ -430,7 +433,7 @@ def test_build_dependencies_are_read_from_debians_source_package_and_judged_by_a
 
 
 def test_a_source_paragraphs_build_relations_span_its_continuation_lines():
-    from pgo import builddeps, source
+    from pgo.build import builddeps, source
     text = ("Package: m\nVersion: 1:10.11.18-1\nBuild-Depends: a,\n b (>= 1) | c,\n d [linux-any]\n"
             "Build-Depends-Arch: e\n\nPackage: m\nVersion: 1:10.11.19-1\nBuild-Depends: f\n\n"
             "Package: m\nVersion: 1:11.8.9+ds-1\nBuild-Depends: g\n")

@@ -11,7 +11,8 @@ import pytest
 from buildmaster.preflight import release_platforms
 from buildmaster.settings import SETTINGS_ENV, load_settings
 from launcher import local
-from pgo import REPO, PipelineError, platforms
+from pgo import REPO, PipelineError
+from pgo.base import platforms
 
 # This machine (`local`, the generated settings' row) and a worker process on a Debian 13 machine.
 MATRIX = """

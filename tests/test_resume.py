@@ -1,4 +1,4 @@
-"""pgo/resume.py: a builder's folder keeps the work of an interrupted build of the same request, and of no
+"""pgo/build/resume.py: a builder's folder keeps the work of an interrupted build of the same request, and of no
 other; and `pgo build --phase NAME --resume` does not run a phase the work directory finished. Real folders,
 the real compiler, the fixture's real build."""
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import resume
+from pgo.build import resume
 
 REQUEST = {"version": "1.0.0", "config": "fixture", "source": "tests/fixture", "profile": "train", "image": None}
 

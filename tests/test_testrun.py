@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import FIXTURE, run_pgo
 
-from pgo import testrun
-from pgo.config import build_config
+from pgo.build import testrun
+from pgo.core.config import build_config
 
 BUILD = ("build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE)
 

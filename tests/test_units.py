@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pgo import PipelineError, lines, profile, source
-from pgo.config import build_config, config_names, default_config
-from pgo.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
+from pgo import PipelineError
+from pgo.base import lines
+from pgo.build import source
+from pgo.core import profile
+from pgo.core.config import build_config, config_names, default_config
+from pgo.core.toolchain import LTO_FLAGS, Compiler, detect, fingerprint, lto_tools, pgo_flags
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixture"
@@ -110,7 +113,7 @@ def test_instrumented_and_optimised_flags_name_the_same_tree_root():
     assert gen_link == ["-fprofile-generate=/p"] and use_link == []
     assert {"-fprofile-use=/p", "-fprofile-correction", "-fprofile-partial-training",
             "-fprofile-prefix-path=/b2", "-frecord-gcc-switches"} <= set(use)
-    # Every variant records its options in its objects, the plain one too (pgo/proof.py).
+    # Every variant records its options in its objects, the plain one too (pgo/core/proof.py).
     assert pgo_flags("plain", "/p", "/b") == (["-frecord-gcc-switches"], [])
     with pytest.raises(PipelineError, match="unknown build variant"):
         pgo_flags("fast", "/p", "/b")
@@ -215,7 +218,7 @@ def make_tarball(path, files):
 
 
 def test_tarball_source_unpacks_its_top_folder(tmp_path):
-    from pgo.config import product
+    from pgo.core.config import product
     make_tarball(tmp_path / "p.tar.gz", {"VERSION": "1.0.0\n", "a.c": "int a;\n"})
     got, tree = source.fetch(str(tmp_path / "p.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
     assert got.kind == "tarball" and got.checksum == source.sha256_file(tmp_path / "p.tar.gz")
@@ -229,7 +232,7 @@ def test_tarball_source_unpacks_its_top_folder(tmp_path):
 
 
 def test_a_tarball_cannot_write_outside_its_folder(tmp_path):
-    from pgo.config import product
+    from pgo.core.config import product
     make_tarball(tmp_path / "evil.tar.gz", {"VERSION": "1.0.0\n", "../../escaped": "x\n"})
     with pytest.raises(PipelineError, match="cannot unpack .*evil.tar.gz: .*escaped: Member name contains '..'"):
         source.fetch(str(tmp_path / "evil.tar.gz"), "1.0.0", product("fixture"), tmp_path / "src", tmp_path)
@@ -246,7 +249,7 @@ def test_tree_checksum_covers_names_and_contents(tmp_path):
 
 
 def test_git_source_checks_out_the_tag_and_caches_the_clone(tmp_path):
-    from pgo.config import product
+    from pgo.core.config import product
     repo = tmp_path / "upstream"
     repo.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
@@ -415,7 +418,7 @@ def fixture_release(root, version, extra=""):
 
 
 def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
-    from pgo.config import product
+    from pgo.core.config import product
     one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1", " int b;")
     first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
     second, same = source.fetch(str(two), "1.0.1", product("fixture"), tmp_path / "src", tmp_path / "cache")
@@ -438,11 +441,11 @@ def test_every_version_of_a_line_is_built_at_one_path(tmp_path):
 
 
 def test_another_version_waits_until_no_build_uses_the_tree(tmp_path):
-    from pgo.config import product
+    from pgo.core.config import product
     one, two = fixture_release(tmp_path, "1.0.0"), fixture_release(tmp_path, "1.0.1")
     first, tree = source.fetch(str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache")
     record = {"kind": first.kind, "origin": first.origin, "checksum": first.checksum}
-    fetch_two = [sys.executable, "-c", "import sys; from pgo import source; from pgo.config import product; "
+    fetch_two = [sys.executable, "-c", "import sys; from pgo.build import source; from pgo.core.config import product; "
                  f"source.fetch({str(two)!r}, '1.0.1', product('fixture'), {str(tmp_path / 'src')!r}, "
                  f"{str(tmp_path / 'cache')!r}); print('done')"]
     with source.held(record, str(one), "1.0.0", product("fixture"), tmp_path / "src", tmp_path / "cache"):
@@ -687,7 +690,7 @@ def test_training_counts_leave_out_a_gcda_of_another_object_even_of_the_same_sta
 def test_training_compiles_with_the_builds_compiler():
     """profile_load links the instrumented client library: only the build's own compiler (and its
     libgcov) fits it, and a build VM has no `cc` besides that compiler."""
-    from pgo.config import product
+    from pgo.core.config import product
     compiles = [command for command in product("mariadb").train if "cmake" in command]
     assert compiles and all("-DCMAKE_C_COMPILER={cc}" in command for command in compiles)
 
@@ -695,7 +698,7 @@ def test_training_compiles_with_the_builds_compiler():
 def test_the_training_keeps_the_instrumented_mariadb_configs_counters_out_of_the_profile():
     """Configuring profile_load runs the instrumented mariadb_config (a build tool, its source generated
     from the configuration): with GCOV_PREFIX, its counters go where the setup's go."""
-    from pgo.config import product
+    from pgo.core.config import product
     mariadb = product("mariadb")
     configure = next(command for command in mariadb.train if "cmake" in command)
     assert configure[:4] == ("sh", "-c", 'GCOV_PREFIX="$0" exec "$@"', "{setup_counters}")
@@ -707,7 +710,7 @@ def test_the_training_keeps_the_instrumented_mariadb_configs_counters_out_of_the
 def test_makes_progress_is_said_rising_and_once(tmp_path, capsys):
     """make -j prints its targets' shares out of order and repeats 100%: the console sees each
     share once, rising (at most every 2 s, so the lines come 2.1 s apart), and the log keeps every line."""
-    from pgo.runner import MAKE_PROGRESS, PhaseLog
+    from pgo.base.runner import MAKE_PROGRESS, PhaseLog
     script = ("import time\n"
               "for line in ['[ 13%] Building a.o', '[ 11%] Building b.o', '[ 40%] Building c.o',\n"
               "             '[100%] Built target c', '[100%] Built target d']:\n"
@@ -727,9 +730,9 @@ def test_makes_progress_is_said_rising_and_once(tmp_path, capsys):
 def test_the_stage_links_debians_client_test_plugins(tmp_path):
     """A DEB-layout stage gets the links debian/rules' install step makes (mtr's client plugin dir);
     a plugin the build lacks is left out, a file already there kept, another layout left alone."""
-    from pgo.config import product
-    from pgo.phases import link_staged_plugins
-    from pgo.runner import PhaseLog
+    from pgo.base.runner import PhaseLog
+    from pgo.build.phases import link_staged_plugins
+    from pgo.core.config import product
     links = product("mariadb").stage_links
     deb, standalone = tmp_path / "deb", tmp_path / "standalone"
     (deb / "lib/mysql/plugin").mkdir(parents=True)
@@ -755,6 +758,6 @@ def test_the_stage_links_debians_client_test_plugins(tmp_path):
 
 
 def test_stage_links_must_say_from_into_and_names():
-    from pgo.config import stage_links
+    from pgo.core.config import stage_links
     with pytest.raises(PipelineError, match="stage_links needs exactly from, into"):
         stage_links("mariadb", {"from": "lib/mysql/plugin", "names": []})

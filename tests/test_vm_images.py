@@ -146,7 +146,7 @@ def test_the_trixie_image_fetches_its_own_sources_only(monkeypatch, tmp_path):
 def test_a_platforms_image_must_be_of_its_release_and_compiler(change, message):
     import tomllib
 
-    from pgo import platforms
+    from pgo.base import platforms
     raw = tomllib.loads(platforms.PLATFORMS_FILE.read_text())
     change(raw["platforms"]["debian-13"])
     table = {name: platforms.parse(name, entry) for name, entry in raw["platforms"].items()}

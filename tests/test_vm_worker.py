@@ -33,8 +33,8 @@ import pytest
 from buildbot.process.results import EXCEPTION, FAILURE, RETRY, SUCCESS
 from conftest import free_port
 
-from pgo import atomic
-from pgo.checksums import sha256_file, verify_sha256sums
+from pgo.base import atomic
+from pgo.base.checksums import sha256_file, verify_sha256sums
 from vm_images import definition
 from vm_images.build import KERNEL_CMDLINE, copy_kernel, installed_packages, make_disk, provision
 from vm_images.store import DISK, INITRD, KERNEL, Store

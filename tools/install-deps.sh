@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-# What differs by release comes from the platform table (pgo/platforms.py, standard library only):
+# What differs by release comes from the platform table (pgo/base/platforms.py, standard library only):
 # this machine's platform ($PGO_PLATFORM, else its /etc/os-release), refused in one line when the
 # table has none. A minimal system may lack python3 itself.
 command -v python3 >/dev/null || apt-get install -y -q --no-install-recommends python3
@@ -37,7 +37,7 @@ if [ "$what" = vm ]; then
   fi
   exit 0
 fi
-platform() { (cd "$repo" && python3 -m pgo.platforms host --field "$1"); }
+platform() { (cd "$repo" && python3 -m pgo.base.platforms host --field "$1"); }
 name=$(platform name)
 compilers="$(platform compiler.cc) $(platform compiler.cxx)"
 bolt=$(platform bolt)
@@ -47,9 +47,9 @@ echo "install-deps: platform $name ($(platform codename)): $compilers, bolt-$bol
 # the fixture's, with checkmodule, for the tests of the rpm tree).
 # The platform's compiler by name (gcc, g++ are the release's default, which may be another one).
 # bolt-N and libbolt-N-dev (its instrumentation runtime): the bolt phase of a configuration with
-# `bolt = true` (pgo/bolt.py); N is the platform's (`bolt`: 19, the newest in bookworm's main archive).
+# `bolt = true` (pgo/build/bolt.py); N is the platform's (`bolt`: 19, the newest in bookworm's main archive).
 # debhelper, dh-exec, po-debconf and fakeroot: the debs of a configuration with `debian_rules = true`
-# come from the Debian source package's own debian/rules (pgo/debrules.py; Debian's mariadb rules
+# come from the Debian source package's own debian/rules (pgo/packaging/debrules.py; Debian's mariadb rules
 # use dh-exec in its .install files and po-debconf for its debconf templates).
 build_packages="gcc g++ $compilers cmake ninja-build bison pkg-config git
   libncurses-dev libssl-dev zlib1g-dev libfmt-dev libpcre2-dev libaio-dev liburing-dev
@@ -78,7 +78,7 @@ dpkg --force-confdef --force-confold --configure -a
 apt-get install -y -q --no-install-recommends $keep_conffiles $packages
 python3 -m pip install -q -r "$repo/requirements.txt"
 if [ "$what" = build ]; then
-  # Debian's Build-Depends of each MariaDB line the configurations build (pgo/builddeps.py), from
+  # Debian's Build-Depends of each MariaDB line the configurations build (pgo/build/builddeps.py), from
   # the deb-src entry of the line's Debian suite: without them CMake silently leaves plugins out
   # (`python3 -m pgo configure-check` proves it did not). The tests never build MariaDB: not for them.
   (cd "$repo" && python3 -m pgo build-deps)

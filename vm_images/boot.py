@@ -9,7 +9,7 @@ nested ones whose /dev/kvm cannot run an ordinary guest kernel.
 
 import shutil
 
-from pgo import process
+from pgo.base import process
 from vm_images import ImageError
 from vm_images.store import DISK, INITRD, KERNEL
 

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from pgo import atomic, process
-from pgo.checksums import sha256_file
+from pgo.base import atomic, process
+from pgo.base.checksums import sha256_file
 from vm_images import ImageError, chroot
 from vm_images.container import CACHE, REPO_IN_IMAGE, START, TAC, WORKER_DIR, builds_folder, container_tag
 from vm_images.definition import MASTER_REQUIREMENTS

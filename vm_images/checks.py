@@ -12,9 +12,9 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
-from pgo import protocol
-from pgo.atomic import write_json
-from pgo.lines import without_terminal_codes
+from pgo.base import protocol
+from pgo.base.atomic import write_json
+from pgo.base.lines import without_terminal_codes
 from vm_images import REPO, ImageError, boot, chroot
 from vm_images.build import WORKER_VENV
 from vm_images.container import REPO_IN_IMAGE, worker_ids

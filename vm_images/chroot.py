@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import process
+from pgo.base import process
 from vm_images import ImageError
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

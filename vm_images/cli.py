@@ -16,7 +16,7 @@
 import argparse
 import json
 
-from pgo.errors import run_command
+from pgo.base.errors import run_command
 from vm_images import DEFAULT_IMAGES, ImageError, definition
 from vm_images.store import ROLLOUT_RECORD, Store, read_json
 

@@ -16,8 +16,8 @@ VM's worker unit sets them.
 
 import re
 
-from pgo import process
-from pgo.resume import BUILDERS_DIR
+from pgo.base import process
+from pgo.build.resume import BUILDERS_DIR
 from vm_images import ImageError
 from vm_images.store import ROOTFS_TARBALL
 
@@ -32,7 +32,7 @@ WORKER_DIR = "worker"         # in the worker user's home; holds buildbot.tac on
 
 
 def builds_folder(user):
-    """Where the worker keeps its builder folders (pgo/resume.py BUILDERS_DIR): a container worker's builds
+    """Where the worker keeps its builder folders (pgo/build/resume.py BUILDERS_DIR): a container worker's builds
     volume is mounted there."""
     return f"/home/{user}/{WORKER_DIR}/{BUILDERS_DIR}"
 # This repository inside the image, read-only: where the image's tests and a container worker see it.

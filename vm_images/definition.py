@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import platforms, protocol
+from pgo.base import platforms, protocol
+from pgo.base.readers import read_toml
 from pgo.bench.policy import POLICIES
-from pgo.readers import read_toml
 from vm_images import REPO, ImageError
 
 DEFINITIONS = Path(__file__).with_name("images.toml")

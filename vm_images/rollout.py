@@ -22,8 +22,8 @@ profiles reusable again by the same rule.
 import time
 from dataclasses import dataclass, field
 
-from pgo import protocol
-from pgo.atomic import write_json
+from pgo.base import protocol
+from pgo.base.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
 from vm_images.store import ROLLOUT_RECORD, now, read_json, stamp

@@ -5,7 +5,7 @@
     <images>/current.json             the pointer the Buildbot master reads
     <images>/rollouts/                one log (and canary work folder) per rollout
 
-A build is published by one rename (pgo/atomic.py reveal), so readers see all of it or nothing;
+A build is published by one rename (pgo/base/atomic.py reveal), so readers see all of it or nothing;
 the pointer is rewritten atomically, and nothing here ever deletes a build.
 """
 
@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import atomic, readers
-from pgo.protocol import CURRENT_IMAGE
+from pgo.base import atomic, readers
+from pgo.base.protocol import CURRENT_IMAGE
 from vm_images import ImageError
 
 BUILD_ID_RE = re.compile(r"^\d{8}T\d{6}Z$")

@@ -107,7 +107,7 @@ plain() {
 }
 
 instrumented() {
-  # The pipeline's flags (pgo/toolchain.py): atomic counters for the server's threads, and .gcda
+  # The pipeline's flags (pgo/core/toolchain.py): atomic counters for the server's threads, and .gcda
   # names relative to the build tree, so the optimised build in the same tree finds them.
   build instrumented "$pgo_tree" \
     "-fprofile-generate=$profile -fprofile-update=prefer-atomic -fprofile-prefix-path=$pgo_tree" \

@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgo import process
+from pgo.base import process
 from pgo.bench.errors import InfraError, UsageError
 
 SERVER_NAMES = ("mariadbd", "mysqld")

@@ -10,7 +10,7 @@ dumped right after the fixed number of transactions.
 import re
 import shutil
 
-from pgo import process
+from pgo.base import process
 from pgo.bench.errors import InfraError
 
 WARMUP_EVENTS = 500

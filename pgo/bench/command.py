@@ -13,12 +13,14 @@ import shlex
 import shutil
 from pathlib import Path
 
-from pgo import PipelineError, atomic, lines, profile
+from pgo import PipelineError
+from pgo.base import atomic, lines
+from pgo.base.errors import fail
+from pgo.base.protocol import BENCH_RESULT
 from pgo.bench.errors import InfraError, UsageError
 from pgo.bench.gate import SPEEDUP_WORKLOADS
 from pgo.bench.policy import INCONCLUSIVE_CHOICES, POLICIES, RELEASE
-from pgo.errors import fail
-from pgo.protocol import BENCH_RESULT
+from pgo.core import profile
 
 SYSBENCH_SCRIPTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",

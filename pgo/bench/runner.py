@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pgo import lines
+from pgo.base import lines
 from pgo.bench import builds, callgrind, sequential
 from pgo.bench.errors import InfraError
 from pgo.bench.gate import SPEEDUP_WORKLOADS

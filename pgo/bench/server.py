@@ -8,7 +8,7 @@ import socket
 import tempfile
 import time
 
-from pgo import process
+from pgo.base import process
 from pgo.bench.errors import InfraError
 
 DATABASE = "sbtest"

@@ -4,7 +4,7 @@ import math
 import re
 from collections import Counter
 
-from pgo import process
+from pgo.base import process
 from pgo.bench.errors import InfraError
 from pgo.bench.server import DATABASE
 

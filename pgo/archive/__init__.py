@@ -1,0 +1,1 @@
+"""The profile archive: its model (entries, manifests, damage) and its store."""
