@@ -97,6 +97,40 @@ def test_bad_input_is_one_line(tmp_path, args, error):
     assert not (tmp_path / "f").exists()
 
 
+def resume_command(folder, *extra):
+    return run_pgo("resume", "--folder", folder, "--request", json.dumps(REQUEST), "--keep", "work", "work-plain",
+                   "--clean", "bench", *extra, check=False)
+
+
+def test_a_release_without_the_space_it_takes_is_refused_at_its_first_step_and_its_work_kept(tmp_path):
+    folder = folder_with_work(tmp_path)
+    assert resume_command(folder).returncode == 0       # the build that is then interrupted, after it made work
+    (folder / "work").mkdir()
+    (folder / "work" / "made").write_bytes(b"x" * (1 << 20))
+    refused = resume_command(folder, "--disk-gib", "1000000")
+    assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert f"{folder} has " in refused.stderr and "GiB free, and a release of configuration 'fixture' takes about " \
+        "1000000 GiB there, 1 MiB of it kept from the interrupted build: free " in refused.stderr
+    # Nothing it kept is gone: with the space, the next try resumes it.
+    assert (folder / "work" / "made").stat().st_size == 1 << 20
+    resumed = resume_command(folder, "--disk-gib", "0.001")
+    assert resumed.returncode == 0 and "resuming the interrupted build of this request: keeping work" in resumed.stdout
+    assert "of it kept from the interrupted build" in resumed.stdout and (folder / "work" / "made").is_file()
+
+
+def test_the_space_a_release_takes_is_its_configurations(tmp_path):
+    from pgo.core.config import build_config
+    assert build_config("release").disk_gib == build_config("release-11.8").disk_gib > 10
+    assert build_config("fixture").disk_gib is None
+    said = resume_command(tmp_path / "f").stdout
+    assert "free space not checked: configuration 'fixture' says nothing of what a release takes" in said
+    refused = run_pgo("resume", "--folder", tmp_path / "g", "--request", json.dumps({**REQUEST, "config": "nope"}),
+                      check=False)
+    assert "unknown configuration 'nope'" in refused.stderr and not (tmp_path / "g").exists()
+    assert "argument --disk-gib: '0': give a size in GiB, above 0" in resume_command(tmp_path / "h", "--disk-gib",
+                                                                                      "0").stderr
+
+
 def test_a_finished_phase_is_not_run_again_with_resume(tmp_path):
     workdir = tmp_path / "w"
     common = ["build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE, "--workdir", workdir]

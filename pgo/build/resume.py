@@ -13,15 +13,21 @@ as before; a phase cut off in the middle was never recorded as done, and runs ag
 rebuilds what it had not finished).
 """
 
+import argparse
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 from pgo import REPO, PipelineError
+from pgo.base import process
 from pgo.base.atomic import remove, write_json
 from pgo.base.runner import say
 from pgo.core import toolchain
+from pgo.core.config import build_config
+
+GIB = 1 << 30
 
 REQUEST_FILE = "resume-request.json"
 # Every builder's folder is <the worker's folder>/builds/<builder> (buildmaster/builders.py): on a container
@@ -114,6 +120,35 @@ def entry_names(names, option):
     return names
 
 
+def require_space(folder, config_name, disk_gib, kept, out=say):
+    """Refuse, in one line, a release whose folder has less free than its configuration takes (disk_gib, or
+    its configuration's), the work kept for it counted: before anything is built, rather than at its
+    test phase an hour later. Nothing kept is removed: the next try resumes it."""
+    if disk_gib is None:
+        out(f"free space not checked: configuration '{config_name}' says nothing of what a release takes "
+            "(pgo/configs.toml disk_gib)")
+        return
+    folder = Path(folder)
+    here = sum(size_of(folder / name) for name in kept)
+    need, free = disk_gib * GIB - here, shutil.disk_usage(folder).free
+    takes = (f"a release of configuration '{config_name}' takes about {disk_gib:.10g} GiB there"
+             + (f", {size_text(here)} of it kept from the interrupted build" if here else ""))
+    if free < need:
+        raise PipelineError(f"{folder} has {size_text(free)} free, and {takes}: free {size_text(need - free)} first")
+    out(f"free space: {size_text(free)} in {folder}; {takes}")
+
+
+def size_text(size):
+    return f"{size / GIB:.1f} GiB" if size >= GIB // 10 else f"{size / (1 << 20):.0f} MiB"
+
+
+def size_of(path):
+    """Bytes a file or folder takes on disk (du: a build tree's 100,000 files in a second or two)."""
+    if not path.exists():
+        return 0
+    return int(process.output_of(["du", "-s", "--block-size=1", path]).split()[0])
+
+
 def cmd_resume(args):
     if args.forget:
         forget(args.folder)
@@ -121,7 +156,23 @@ def cmd_resume(args):
     if args.request is None:
         raise PipelineError("give --request (or --forget)")
     request = worker_request(parse_request(args.request), args.cc, args.cxx)
-    prepare(args.folder, request, entry_names(args.keep, "--keep"), entry_names(args.clean, "--clean"))
+    keep = entry_names(args.keep, "--keep")
+    # The configuration first: one this checkout does not know is refused before anything is removed.
+    disk_gib = args.disk_gib
+    if disk_gib is None and "config" in request:
+        disk_gib = build_config(request["config"]).disk_gib
+    resumes = prepare(args.folder, request, keep, entry_names(args.clean, "--clean"))
+    require_space(args.folder, request.get("config", "?"), disk_gib, keep if resumes else [])
+
+
+def positive_gib(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a size in GiB, above 0")
+    return value
 
 
 def register(sub):
@@ -133,5 +184,7 @@ def register(sub):
                         help="what an interrupted build of the same request leaves to resume from")
     resume.add_argument("--clean", nargs="*", default=[], metavar="NAME", help="removed in every case")
     resume.add_argument("--forget", action="store_true", help="the build ended: the next one starts clean")
+    resume.add_argument("--disk-gib", type=positive_gib, metavar="GIB",
+                        help="what the release takes in the folder, instead of its configuration's disk_gib")
     toolchain.add_compiler_arguments(resume)
     resume.set_defaults(func=cmd_resume)

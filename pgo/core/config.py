@@ -124,6 +124,10 @@ class BuildConfig:
     # instrumentation the configuration ships): the check refuses a profile without data there.
     # Not judged for hot coverage in the optimised build.
     trained_dirs: tuple[str, ...] = ()
+    # What a release of the configuration takes at most in its builder's folder (GiB: both builds, their
+    # staged trees and test runs, the benchmark), measured: `pgo resume`, a release's first step, refuses
+    # to start one with less free there. None: not checked.
+    disk_gib: float | None = None
 
     def variant_cmake_args(self, variant):
         """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
@@ -199,7 +203,8 @@ def default_config(data=None):
 # The keys a configuration may set (a misspelt one would be ignored: refused instead, as the image
 # definitions refuse theirs), and those of its `reduced` table.
 CONFIG_KEYS = ("product", "line", "inherits", "cmake", "reduced", "lto", "bolt", "debian_rules", "debian_patches",
-               "generator", "compile_flags", "link_flags", "trained_dirs", "features_off", "features_required")
+               "generator", "compile_flags", "link_flags", "trained_dirs", "features_off", "features_required",
+               "disk_gib")
 REDUCED_KEYS = ("cmake", "variants")
 RETIRED_KEYS = ("debian_suite",)    # refused below, with what replaced it
 
@@ -271,6 +276,9 @@ def build_config(name, data=None):
     trained_dirs = nearest("trained_dirs") or []
     if not isinstance(trained_dirs, list) or not all(isinstance(d, str) and d for d in trained_dirs):
         raise PipelineError(f"configuration '{name}': trained_dirs = {trained_dirs!r} is not a list of folders")
+    disk_gib = nearest("disk_gib")
+    if disk_gib is not None and (isinstance(disk_gib, bool) or not isinstance(disk_gib, int | float) or disk_gib <= 0):
+        raise PipelineError(f"configuration '{name}': disk_gib = {disk_gib!r} is not a size in GiB")
     variants = tuple(reduced.get("variants", ()))
     if Variant.OPTIMIZED in variants or not set(variants) <= {Variant.INSTRUMENTED, Variant.PLAIN}:
         raise PipelineError(f"configuration '{name}': reduced variants {list(variants)}: only the instrumented "
@@ -282,7 +290,7 @@ def build_config(name, data=None):
                        reduced_variants=variants if reduced_cmake else (), reduced_cmake=reduced_cmake,
                        features_off=tuple(nearest("features_off") or ()),
                        features_required=tuple(nearest("features_required") or ()),
-                       trained_dirs=tuple(trained_dirs))
+                       trained_dirs=tuple(trained_dirs), disk_gib=disk_gib)
 
 
 def server_binary(product_name):
