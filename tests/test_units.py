@@ -525,6 +525,12 @@ def test_a_source_package_given_as_its_dsc_is_debians_source_verified_and_of_the
     assert (given.kind, given.origin, given.checksum) == ("debian", "debian:fixture=1.0.0-1", source.sha256_file(dsc))
     assert tree.name == "fixture-1.0-debian" and (tree / "CMakeLists.txt").read_text().startswith("# patched by")
     assert source.resolve_version("latest", str(dsc), build_config("fixture"))[0] == "1.0.0"
+    # Copied where a downloaded one lies, verified: the debs take debian/ from there (pgo/packaging/debrules.py),
+    # and the given folder may be gone by then (release-debian-13 #6's deb packaging failed on that).
+    cached = cache / "debian" / "fixture_1.0.0-1" / "fixture_1.0.0-1.dsc"
+    assert source.verify_dsc(cached) and cached.read_bytes() == dsc.read_bytes()
+    assert sorted(p.name for p in cached.parent.iterdir()) == sorted([cached.name, *source.dsc_files(dsc)])
+    assert any(name.endswith(".debian.tar.xz") for name in source.dsc_files(dsc))
     with pytest.raises(PipelineError, match=r"^fixture_1.0.0-1.dsc is the source of fixture 1.0.0, not of fixture "
                                             r"1.0.1$"):
         source.fetch(str(dsc), "1.0.1", fixture, cache / "src", cache, patched=True)

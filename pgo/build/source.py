@@ -161,7 +161,7 @@ def prepared(spec, version, product, cache, git_ref=None, suite=None, log=None, 
         if not product.debian_source:
             raise PipelineError(f"product '{product.name}' has no Debian source package; give --source")
         if kind == "dsc":
-            tarball, origin, dsc = given_source_package(Path(spec), product.debian_source, version)
+            tarball, origin, dsc = given_source_package(Path(spec), product.debian_source, version, cache / "debian")
             kind = "debian"         # Debian's source package all the same: its labels and debs read it so
         else:
             tarball, origin, dsc = debian_source_package(product.debian_source, version, cache / "debian", suite,
@@ -572,17 +572,32 @@ def dsc_field(dsc, name):
     return found.group(1)
 
 
-def given_source_package(dsc, package, version):
+def given_source_package(dsc, package, version, cache):
     """A Debian source package given as its .dsc (one this mirror no longer lists, such as 11.8.6 beside the
-    listed but unserved 11.8.9): verified as a downloaded one is, and refused unless it is package's source
-    of upstream `version`. (its upstream tarball, "debian:<package>=<full version>", the .dsc)."""
+    listed but unserved 11.8.9): verified as a downloaded one is, refused unless it is package's source of
+    upstream `version`, and copied into the cache where a downloaded one lies, for the debs made from it
+    (pgo/packaging/debrules.py takes debian/ from there, maybe after the given path has gone).
+    (its upstream tarball, "debian:<package>=<full version>", the cached .dsc)."""
     dsc = dsc.resolve()
     source_name, full = dsc_field(dsc, "Source"), dsc_field(dsc, "Version")
     if source_name != package or release_of(full) != version:
         raise PipelineError(f"{dsc.name} is the source of {source_name} {release_of(full) or full}, not of "
                             f"{package} {version}")
     verify_dsc(dsc)
-    return upstream_tarball(dsc, package, upstream_of(full)), f"debian:{package}={full}", dsc
+    name = f"{package}_{full.split(':', 1)[-1]}"
+    folder, cached = cache / name, cache / name / f"{name}.dsc"
+    if not (cached.is_file() and verify_dsc(cached, quiet=True)):
+        replace_dir(folder)
+
+        def copy(partial):
+            partial.mkdir()
+            shutil.copy2(dsc, partial / cached.name)
+            for listed in dsc_files(dsc):
+                shutil.copy2(dsc.parent / listed, partial / listed)
+
+        atomic.place(folder, copy)      # or another build copied it meanwhile: verified below
+    verify_dsc(cached)
+    return upstream_tarball(cached, package, upstream_of(full)), f"debian:{package}={full}", cached
 
 
 def debian_version(package, version, suite=None, log=None):
@@ -695,16 +710,27 @@ def refresh_deb_src(suite=None, log=None):
     return True
 
 
-def verify_dsc(dsc, quiet=False):
-    """Check every file the .dsc lists against its SHA-256 (apt verified the .dsc's own signature chain)."""
+def dsc_checksums(dsc):
+    """{file name: SHA-256} of the files a .dsc lists; None when it has no Checksums-Sha256 section."""
     text = dsc.read_text(errors="replace") if dsc.is_file() else ""
     block = re.search(r"^Checksums-Sha256:\n((?: .+\n?)+)", text, re.M)
     if not block:
+        return None
+    return {name: digest for digest, _size, name in (line.split() for line in block.group(1).splitlines())}
+
+
+def dsc_files(dsc):
+    return list(dsc_checksums(dsc) or {})
+
+
+def verify_dsc(dsc, quiet=False):
+    """Check every file the .dsc lists against its SHA-256 (apt verified the .dsc's own signature chain)."""
+    listed = dsc_checksums(dsc)
+    if listed is None:
         if quiet:
             return False
         raise PipelineError(f"{dsc} has no Checksums-Sha256 section")
-    for line in block.group(1).splitlines():
-        digest, _size, name = line.split()
+    for name, digest in listed.items():
         path = dsc.parent / name
         if not path.is_file() or sha256_file(path) != digest:
             if quiet:
