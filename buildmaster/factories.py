@@ -8,7 +8,7 @@ the same worker and read the release's work directory in place: the staged
 tree is hundreds of megabytes, and the release build waits for them, so its
 work directory (and a latent VM) stays as it is until every format is packaged.
 The rpm build packages the checked build's files through MariaDB's -DRPM install
-rules and CPack, from a tree configured in that work directory (pgo/packaging/package.py).
+rules and CPack, from a tree configured in that work directory (pgo/packaging/formats/rpm.py).
 Everything meant for the download folder goes to a staging folder on the
 master, which the release's last step publishes in one rename.
 

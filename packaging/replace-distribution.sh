@@ -1,5 +1,5 @@
 #!/bin/sh
-# `pgo prove --replace-distribution`, run inside its throw-away chroot (pgo/packaging/prove.py in_chroot): a
+# `pgo prove --replace-distribution`, run inside its throw-away chroot (pgo/packaging/formats/deb.py in_chroot): a
 # system with the distribution's packages installed first, then ours installed over them with apt, as a
 # user upgrades a Debian server. Nothing may be removed: a package of the user's that ours would take away
 # (a plugin or tool tied to the distribution's exact server version that our set lacks) refuses the set.
@@ -8,7 +8,7 @@
 #   PGO_NAMES  the set's package names: the distribution's packages of these names are installed first
 #   PGO_ALSO   packages users have beside them (the recipe's distribution_packages, an older set's names)
 #
-# Lines for pgo/packaging/prove.py start with "pgo-replace: "; "pgo-replace: refused: ..." is the one-line reason.
+# Lines for pgo/packaging/proving.py start with "pgo-replace: "; "pgo-replace: refused: ..." is the one-line reason.
 set -eu
 debs=$1
 apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -y -q -o Dpkg::Use-Pty=0 "$@"; }

@@ -1,4 +1,4 @@
-# Run by CPack (CPACK_PRE_BUILD_SCRIPTS, pgo/package.py cpack()) for a build made with LTO,
+# Run by CPack (CPACK_PRE_BUILD_SCRIPTS, pgo/packaging/trees.py cpack()) for a build made with LTO,
 # after it installed the files it packs and before it packs them.
 #
 # An LTO build's static libraries (libmariadbclient.a, libmysqlservices.a, ...) hold fat

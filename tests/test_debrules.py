@@ -17,7 +17,7 @@ from conftest import FIXTURE, refused, run_pgo
 from pgo import PipelineError
 from pgo.core.config import build_config, load
 from pgo.packaging import debrules
-from pgo.packaging.package import load_build
+from pgo.packaging.checked import load_build
 
 BUILD = ["build", "--version", "1.0.0", "--config", "fixture-deb", "--tests", "off"]
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()

@@ -5,6 +5,7 @@ with the checked one, atomic publication, and the install-and-run proofs."""
 import hashlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -324,8 +325,8 @@ def test_an_rpm_is_refused_where_configuring_finds_other_targets(builds):
 
 def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
     """The recipe's `cmake`, the RPM tree's own options after the checked build's: a wrong value is one line."""
-    from pgo.packaging.package import tree_options
     from pgo.packaging.recipes import RECIPES, load_toml
+    from pgo.packaging.trees import tree_options
     for recipe in sorted((RECIPES / "rpm").glob("*.toml")):
         tree_options(load_toml(recipe), "rpm")
     assert tree_options({}, "rpm") == []
@@ -337,20 +338,33 @@ def test_the_rpm_recipes_configure_options_are_a_list_of_cache_options():
         assert "\n" not in str(refusal.value)
 
 
-def test_every_package_format_has_its_maker_extractor_prover_and_recipes(tmp_path):
-    """pgo/base/formats.py is the one list of formats: a format added there without its parts fails here, and a
-    format it does not list is refused in one line, never taken for another."""
+def test_every_package_format_has_its_module_and_recipes(tmp_path, monkeypatch):
+    """pgo/base/formats.py is the one list of formats, and each has its module (pgo/packaging/formats/<name>.py:
+    make, extract, prove) and its recipes: a format added there without them fails here, a module missing a
+    function is refused in one line, and a format the list does not name is refused, never taken for another."""
     from buildmaster.publish import packages
     from buildmaster.settings import PACKAGE_FORMATS
     from pgo.base import formats
-    from pgo.packaging import package, prove
+    from pgo.packaging import formats as modules, package
     from pgo.packaging.recipes import RECIPES
 
-    assert set(package.MAKERS) == set(package.EXTRACTORS) == set(prove.PROVERS) == set(formats.Format)
+    for fmt in formats.Format:
+        module = modules.module(fmt)
+        assert module.__name__ == f"pgo.packaging.formats.{fmt}"
+        assert all(callable(getattr(module, op)) for op in modules.OPERATIONS)
+    found = sorted(p.stem for p in pathlib.Path(modules.__file__).parent.glob("*.py") if p.stem != "__init__")
+    assert found == sorted(formats.NAMES), "a module in pgo/packaging/formats/ that pgo/base/formats.py does not list"
     assert all((RECIPES / name).is_dir() for name in formats.NAMES)
     assert PACKAGE_FORMATS == formats.NAMES == ("bintar", "deb", "rpm")
     with pytest.raises(PipelineError, match=r"^unknown package format 'zip' \(known: bintar, deb, rpm\)$"):
         package.extract_named("zip", tmp_path / "x.zip", "mariadbd", tmp_path / "out")
+    # A format listed without its module, and a module without one of its functions: one line each.
+    monkeypatch.setattr(modules, "parse", lambda name: name)
+    with pytest.raises(PipelineError, match=r"^package format 'zip' has no module pgo/packaging/formats/zip.py$"):
+        modules.module("zip")
+    monkeypatch.delattr(modules.module("rpm"), "prove")
+    with pytest.raises(PipelineError, match=r"^pgo/packaging/formats/rpm.py defines no prove$"):
+        modules.module("rpm")
     for name in ("deb/a_1_amd64.deb", "rpm/a-1.x86_64.rpm", "bintar/a-1.tar.gz", "deb/buildinfo.json"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")

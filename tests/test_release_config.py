@@ -121,7 +121,8 @@ def test_the_bintar_of_a_layout_with_absolute_paths_comes_from_a_standalone_tree
 
 def bintar_with_recipe(workdir, out, monkeypatch, **spec):
     from pgo.packaging import package
-    monkeypatch.setattr(package, "recipe", lambda fmt, build: spec)
+    from pgo.packaging.formats import bintar
+    monkeypatch.setattr(bintar, "recipe", lambda fmt, build: spec)
     package.cmd_package(argparse.Namespace(workdir=workdir, format="bintar", out=out, release=1, as_plain=False))
 
 
@@ -191,11 +192,12 @@ def test_without_the_recipes_option_the_rpm_tree_keeps_the_builds_checkmodule_of
     """The same build packaged with the recipe's cmake left out: the RPM tree keeps release's
     -DCHECKMODULE=OFF, makes no policy module, and the server rpm goes without it."""
     from pgo.packaging import package
+    from pgo.packaging.checked import load_build
+    from pgo.packaging.formats import rpm
     workdir = tmp_path / "w"
     shutil.copytree(make_build[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("rpm-tree"))
-    edited = {key: value for key, value in package.recipe("rpm", package.load_build(workdir)).items()
-              if key != "cmake"}
-    monkeypatch.setattr(package, "recipe", lambda fmt, build: edited)
+    edited = {key: value for key, value in rpm.recipe("rpm", load_build(workdir)).items() if key != "cmake"}
+    monkeypatch.setattr(rpm, "recipe", lambda fmt, build: edited)
     package.cmd_package(argparse.Namespace(workdir=workdir, format="rpm", out=tmp_path / "rpm", release=1,
                                            as_plain=False))
     assert "CHECKMODULE:FILEPATH=OFF\n" in (workdir / "rpm-tree" / "tree" / "CMakeCache.txt").read_text()

@@ -2,9 +2,8 @@
 settings and release form, the downloads site and the tests read them here.
 
 Adding a format: its entry in FORMATS (the order is the release's: the order a release lists and
-packages them), then its maker and extractor (pgo/packaging/package.py MAKERS, EXTRACTORS), its prover
-(pgo/packaging/prove.py PROVERS) and its recipe folder packaging/<name>/; tests/test_package.py fails until
-each has one.
+packages them), then its module pgo/packaging/formats/<name>.py (make, extract, prove) and its recipe
+folder packaging/<name>/; tests/test_package.py fails until it has both.
 """
 
 from dataclasses import dataclass

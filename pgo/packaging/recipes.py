@@ -1,8 +1,8 @@
 """What every package format shares: the recipes in packaging/, the marks in a package's version, the
 texts a package carries, and the packaging tools' runner.
 
-package.py (the formats and `pgo package`), debpackages.py (the .debs) and prove.py (`pgo prove`) beside
-it all read these; none of them imports another for them.
+The formats' modules (formats/), what they share (checked.py, trees.py, proving.py), debpackages.py (the
+hand-written .debs), debrules.py and piuparts.py all read these; none of them imports another for them.
 """
 
 import textwrap
