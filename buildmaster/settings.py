@@ -29,6 +29,8 @@ PACKAGE_FORMATS = formats.NAMES
 # The master's ports unless the settings say otherwise: the web UI, the workers', and the
 # downloads (buildmaster/downloads.py), by default the one after the web UI's.
 WEB_PORT, WORKER_PORT = 8010, 9989
+# The interface the master listens on unless the settings say otherwise (`listen`).
+LISTEN = "127.0.0.1"
 
 
 def downloads_port_after(web_port):
@@ -206,7 +208,7 @@ def from_dict(data, base, source_file):
     settings = Settings(
         title=data.get("title", "MariaDB PGO"),
         url=data.get("url", f"http://localhost:{web_port}/"),
-        listen=data.get("listen", "127.0.0.1"),
+        listen=data.get("listen", LISTEN),
         web_port=web_port,
         worker_port=int(data.get("worker_port", WORKER_PORT)),
         downloads_port=downloads_port,

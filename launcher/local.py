@@ -26,6 +26,7 @@ import os
 import platform
 import secrets
 import shlex
+import socket
 import sys
 import time
 import urllib.error
@@ -36,6 +37,7 @@ from pathlib import Path
 from buildmaster.preflight import release_platforms
 from buildmaster.settings import (
     DEFAULT_RUNTIME,
+    LISTEN,
     PACKAGE_FORMATS,
     SETTINGS_ENV,
     SETTINGS_FILE,
@@ -132,12 +134,62 @@ def write_settings(runtime):
     """The settings of runtime, written first with generated passwords unless they exist."""
     runtime.root.mkdir(parents=True, exist_ok=True)
     if not runtime.settings_file.is_file():
+        ports = free_ports(runtime.settings_file)
         runtime.settings_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(runtime.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(settings_text(WEB_PORT, WORKER_PORT, downloads_port_after(WEB_PORT)))
+            f.write(settings_text(*ports))
         say(f"wrote {runtime.settings_file} (generated admin and worker passwords)")
+        if ports != default_ports():
+            say(f"ports {', '.join(map(str, default_ports()))} are taken on this machine (another checkout's master?): "
+                f"this master listens on {', '.join(map(str, ports))} (web UI http://localhost:{ports[0]}/)")
     return runtime.settings()
+
+
+# How many steps of 10 above the default ports (buildmaster/settings.py) a first setup tries when another
+# program listens on them (a second checkout's master on this machine).
+PORT_STEPS = 20
+
+
+def default_ports(step=0):
+    """(web, worker, downloads) ports, `step` tens above the defaults."""
+    web = WEB_PORT + 10 * step
+    return web, WORKER_PORT + 10 * step, downloads_port_after(web)
+
+
+def port_taken(port, interface=LISTEN):
+    """Whether a program listens on TCP `port` where the master would (binding it fails)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As Twisted binds its listening ports: a closed connection's TIME_WAIT does not count as taken.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((interface, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_ports(settings_file):
+    """The first (web, worker, downloads) ports, the defaults or tens above them, that no program listens on."""
+    for step in range(PORT_STEPS):
+        ports = default_ports(step)
+        if not any(map(port_taken, ports)):
+            return ports
+    last = default_ports(PORT_STEPS - 1)
+    raise LocalError(f"no free ports for the master: {WEB_PORT}-{last[0]} and {WORKER_PORT}-{last[1]} are taken, "
+                     f"in steps of 10; write {settings_file} with web_port, worker_port and downloads_port "
+                     "(buildmaster/README.md)")
+
+
+def check_ports(runtime, settings):
+    """A master that is not running yet would fail to start on a port another program listens on (its log
+    would say so after the start timed out): one line naming the port and the setting, before it starts."""
+    for name in ("web_port", "worker_port", "downloads_port"):
+        port = getattr(settings, name)
+        if port_taken(port, settings.listen):
+            raise LocalError(f"port {port} ({name} in {runtime.settings_file}) is taken by another program on "
+                             f"{settings.listen} (another checkout's master?): stop it, or give this master another "
+                             f"{name} there")
 
 
 def local_worker(settings):
@@ -209,9 +261,11 @@ def start(runtime):
 
 def start_master(runtime, settings=None):
     if not running_pid(runtime.master):
+        settings = settings or runtime.settings()
+        check_ports(runtime, settings)
         # What the master would refuse on loading master.cfg (a container image its Docker host lacks),
         # refused here in one line: its start would fail with a traceback in its log.
-        check_master_config(settings or runtime.settings())
+        check_master_config(settings)
         say(f"starting the master in {runtime.master}")
         try:
             run_tool("buildbot", "start", f"--start_timeout={MASTER_START_TIMEOUT}", str(runtime.master),

@@ -8,6 +8,7 @@ and worker, what `./release` and `./release stop` say of a release that runs or 
 import http.server
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -541,3 +542,49 @@ def test_the_release_form_refuses_a_platform_before_any_build(runtime, chosen, r
     here = runtime.settings().platform("local").platform
     assert str(refused.value) == "platforms: " + reason.format(settings=runtime.settings_file, here=here)
     assert local.newest_build_id(api) == before
+
+
+def listening(port):
+    """A socket listening on the loopback's `port`, as another program's server would."""
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(("127.0.0.1", port))
+    held.listen()
+    return held
+
+
+def test_a_first_setup_takes_the_next_free_ports_when_another_program_has_the_defaults(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """A second checkout's ./release where another master listens on the default web port: its settings take the
+    ports ten above, and it says so (the master would otherwise time out starting, its log saying why)."""
+    monkeypatch.delenv(SETTINGS_ENV, raising=False)
+    web, worker = free_port(), free_port()
+    monkeypatch.setattr(local, "WEB_PORT", web)
+    monkeypatch.setattr(local, "WORKER_PORT", worker)
+    if any(map(local.port_taken, (web + 1, web + 10, web + 11, worker + 10))):
+        pytest.skip("a port the test needs is taken by another program")
+    with listening(web):
+        settings = local.write_settings(local.Runtime(tmp_path / "run"))
+    assert (settings.web_port, settings.worker_port, settings.downloads_port) == (web + 10, worker + 10, web + 11)
+    out = capsys.readouterr().out
+    assert f"ports {web}, {worker}, {web + 1} are taken on this machine" in out
+    assert f"this master listens on {web + 10}, {worker + 10}, {web + 11} (web UI http://localhost:{web + 10}/)" in out
+    # Free defaults are taken as they are, without a word.
+    settings = local.write_settings(local.Runtime(tmp_path / "other"))
+    assert (settings.web_port, settings.worker_port) == (web, worker)
+    assert "are taken" not in capsys.readouterr().out
+
+
+def test_a_master_whose_port_another_program_holds_is_refused_in_one_line_before_it_starts(tmp_path, monkeypatch):
+    monkeypatch.delenv(SETTINGS_ENV, raising=False)
+    runtime = local.Runtime(tmp_path / "run")
+    runtime.root.mkdir()
+    web, worker, downloads = free_port(), free_port(), free_port()
+    runtime.settings_file.write_text(local.settings_text(web, worker, downloads))
+    with listening(downloads):
+        with pytest.raises(local.LocalError) as refused_start:
+            local.start_master(runtime)
+    assert str(refused_start.value) == (
+        f"port {downloads} (downloads_port in {runtime.settings_file}) is taken by another program on 127.0.0.1 "
+        "(another checkout's master?): stop it, or give this master another downloads_port there")
+    assert not runtime.master.exists()
