@@ -5,6 +5,7 @@ dashboard (buildmaster/dashboard.py) shows of it."""
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pgo.base.lines import instrumented_share
 from pgo.base.protocol import PhaseName
 
 
@@ -19,7 +20,8 @@ def kept_profile(record: Mapping[str, Any]) -> dict[str, Any]:
 def kept_profile_use(record: Mapping[str, Any]) -> dict[str, Any]:
     """Of the optimised build's proof (profile-use.json): how much of the hot code got the profile."""
     return {"hot_coverage": record["hot_coverage"], "hot_objects": record["hot_objects"],
-            "mismatches": record["coverage_mismatch"], "stale": bool(record.get("stale"))}
+            "instrumented": instrumented_share(record), "mismatches": record["coverage_mismatch"],
+            "stale": bool(record.get("stale"))}
 
 
 def kept_tests(record: Mapping[str, Any]) -> dict[str, Any]:

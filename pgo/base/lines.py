@@ -133,9 +133,11 @@ def profile_use(profile_id, verdict):
     warnings, and whether the profile was trained on other source (stale)."""
     stale = "stale " if verdict.get("stale") else ""
     traces = verdict["traces"]
+    share = instrumented_share(verdict)
+    share = f"{share}; " if share else ""
     return tagged(PhaseName.OPTIMIZED, f"{stale}profile {profile_id} used: {verdict['hot_coverage']:.0%} of "
                                f"{verdict['hot_objects']} hot objects (in effect in {verdict['hot_in_effect']}, "
-                               f"by their own records; hot code laid out in {traces['traced']} of the "
+                               f"by their own records; {share}hot code laid out in {traces['traced']} of the "
                                f"{traces['expected']} whose profile has some); {verdict['missing_profile']} objects "
                                "without profile, "
                                f"{verdict['coverage_mismatch']} coverage mismatches, "
@@ -145,8 +147,18 @@ def profile_use(profile_id, verdict):
 def profile_use_summary(verdict: Mapping[str, Any]) -> str:
     """The build's summary of the optimised build's verdict, from its record (profile-use.json)."""
     stale = "stale " if verdict.get("stale") else ""
-    return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects, "
-            f"{verdict['coverage_mismatch']} mismatches;")
+    share = instrumented_share(verdict)
+    return (f"{stale}profile used by {verdict['hot_coverage']:.0%} of {verdict['hot_objects']} hot objects"
+            f"{f' ({share})' if share else ''}, {verdict['coverage_mismatch']} mismatches;")
+
+
+def instrumented_share(verdict: Mapping[str, Any]) -> str:
+    """'N% of the M the instrumented build compiled' when a reduced instrumented build left hot objects out
+    (a profile cannot reach those); '' when it compiled them all, or the record predates the figure."""
+    compiled = verdict.get("hot_instrumented")
+    if not compiled or compiled >= verdict["hot_objects"]:
+        return ""
+    return f"{verdict['hot_with_profile'] / compiled:.0%} of the {compiled} the instrumented build compiled"
 
 
 def package_summary(info: Mapping[str, Any]) -> str:

@@ -301,6 +301,10 @@ def build_optimized(ctx, log):
     verdict = profile.judge_use(warnings, records, traces, ctx.profile, build_dir, ctx.product.hot_dirs,
                                 ctx.settings.max_mismatch, ctx.settings.min_hot_coverage)
     verdict.update(profile_id=profile_id, stale=stale is not None, trained_on=stale)
+    # The hot objects the instrumented build compiled, the only ones a profile can reach: a reduced
+    # instrumented build leaves out what the training never runs (release-11.8: the embedded server's
+    # InnoDB, Galera's provider), and those count among the hot objects all the same.
+    verdict["hot_instrumented"] = sum(hot["objects"] for hot in check["hot_dirs"].values())
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
     contract.write(ctx, PhaseName.OPTIMIZED, contract.PROFILE_USE, verdict)
     print(lines.profile_use(profile_id, verdict), flush=True)
