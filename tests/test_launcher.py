@@ -220,7 +220,9 @@ def containers_only(tmp_path, monkeypatch):
         "image": "gcc12", "build": "B1", "container_image": "pgo-worker/gcc12:B1", "worker_user": "buildbot",
         "worker_uid": 1000, "worker_gid": 1000, "worker_cache": "/home/buildbot/.cache/pgo",
         "worker_repo": "/srv/pgo"}}))
-    (tmp_path / "master-settings.toml").write_text(CONTAINERS_ONLY)
+    # Free ports: the defaults may be another master's on this machine (check_ports would refuse them first).
+    ports = f"web_port = {free_port()}\nworker_port = {free_port()}\ndownloads_port = {free_port()}\n"
+    (tmp_path / "master-settings.toml").write_text(ports + CONTAINERS_ONLY)
     asked = []
     monkeypatch.setattr(workers, "docker_image_state", lambda host, image: asked.append(image) or "missing")
     return local.Runtime(tmp_path), asked
