@@ -541,20 +541,32 @@ def debian_source_package(package, version, cache, suite=None, log=None):
     """Download (once) and verify the Debian source package whose upstream version is `version`:
     (its upstream tarball, "debian:<package>=<full version>", its .dsc)."""
     full = debian_version(package, version, suite, log)
-    upstream = upstream_of(full)
-    folder = cache / f"{package}_{full.split(':', 1)[-1]}"
-    dsc = folder / f"{package}_{full.split(':', 1)[-1]}.dsc"
-    if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
+
+    def download(partial):
         require_served(package, full)
+        partial.mkdir()
+        _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
+
+    dsc = cached_source_package(package, full, cache, download)
+    return upstream_tarball(dsc, package, upstream_of(full)), f"debian:{package}={full}", dsc
+
+
+def cached_source_package(package, full, cache, fill):
+    """The verified .dsc of `package`'s source package of version `full` in the cache, in
+    <cache>/<package>_<version>/: kept when it verifies, else made by fill(partial) (a download, a copy)
+    out of sight and revealed whole, then verified."""
+    name = source_package_name(package, full)
+    folder, dsc = cache / name, cache / name / f"{name}.dsc"
+    if not (dsc.is_file() and verify_dsc(dsc, quiet=True)):
         replace_dir(folder)
+        atomic.place(folder, fill)     # or another build filled it meanwhile: verified below
+        verify_dsc(dsc)
+    return dsc
 
-        def download(partial):
-            partial.mkdir()
-            _run(["apt-get", "source", "--download-only", f"{package}={full}"], cwd=partial, log=log)
 
-        atomic.place(folder, download)     # or another build downloaded it meanwhile: verified below
-    verify_dsc(dsc)
-    return upstream_tarball(dsc, package, upstream), f"debian:{package}={full}", dsc
+def source_package_name(package, full):
+    """'mariadb_11.8.6-0+deb13u1': a Debian source package's files' stem (its version without the epoch)."""
+    return f"{package}_{full.split(':', 1)[-1]}"
 
 
 def upstream_tarball(dsc, package, upstream):
@@ -584,19 +596,15 @@ def given_source_package(dsc, package, version, cache):
         raise PipelineError(f"{dsc.name} is the source of {source_name} {release_of(full) or full}, not of "
                             f"{package} {version}")
     verify_dsc(dsc)
-    name = f"{package}_{full.split(':', 1)[-1]}"
-    folder, cached = cache / name, cache / name / f"{name}.dsc"
-    if not (cached.is_file() and verify_dsc(cached, quiet=True)):
-        replace_dir(folder)
 
-        def copy(partial):
-            partial.mkdir()
-            shutil.copy2(dsc, partial / cached.name)
-            for listed in dsc_files(dsc):
-                shutil.copy2(dsc.parent / listed, partial / listed)
+    def copy(partial):
+        partial.mkdir()
+        # Under its Debian name, whatever the given file's: the cache is looked up by that.
+        shutil.copy2(dsc, partial / f"{source_package_name(package, full)}.dsc")
+        for listed in dsc_files(dsc):
+            shutil.copy2(dsc.parent / listed, partial / listed)
 
-        atomic.place(folder, copy)      # or another build copied it meanwhile: verified below
-    verify_dsc(cached)
+    cached = cached_source_package(package, full, cache, copy)
     return upstream_tarball(cached, package, upstream_of(full)), f"debian:{package}={full}", cached
 
 

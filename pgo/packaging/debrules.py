@@ -24,7 +24,7 @@ from pgo import PipelineError
 from pgo.base.process import output_of, run as run_tool
 from pgo.base.runner import say
 from pgo.base.versions import version_line
-from pgo.build.source import verify_dsc
+from pgo.build.source import source_package_name, verify_dsc
 from pgo.packaging.debpackages import deb_version
 from pgo.packaging.recipes import changelog_line
 
@@ -125,7 +125,7 @@ def debian_tarball(build):
         raise PipelineError(f"the deb recipe takes debian/ from Debian's source package, but this build's source "
                             f"is {origin or 'unknown'}: build from Debian's source (--source debian)")
     package, full = origin.split(":", 1)[1].split("=", 1)
-    name = f"{package}_{full.split(':', 1)[-1]}"
+    name = source_package_name(package, full)
     folder = build.workdir.cache(build.workdir.load_settings()) / "debian" / name
     if not verify_dsc(folder / f"{name}.dsc", quiet=True):
         raise PipelineError(f"{folder} does not hold a verified {name}.dsc: run the source phase again")
