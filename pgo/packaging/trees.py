@@ -219,6 +219,3 @@ def first_of(items, count):
     """'a, b' or 'a, b, ...': the first `count` of a list, for a one-line error."""
     return ", ".join(items[:count]) + (", ..." if len(items) > count else "")
 
-
-def shquote(value):
-    return "'" + str(value).replace("'", "'\\''") + "'"

@@ -4,6 +4,7 @@ run as the bintar is."""
 
 import fnmatch
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -22,7 +23,6 @@ from pgo.packaging.trees import (
     fill_tree,
     fresh_folder,
     require_nothing_compiled,
-    shquote,
     tree_options,
 )
 
@@ -152,7 +152,7 @@ def extract(package, name, into):
     listing = run_quiet(["rpm", "-qpl", package]).splitlines()
     wanted = [f".{p}" for p in listing if Path(p).name == name]
     if wanted:
-        cpio = f"rpm2cpio {shquote(package)} | cpio -idm --quiet {' '.join(map(shquote, wanted))}"
+        cpio = f"rpm2cpio {shlex.quote(str(package))} | cpio -idm --quiet {shlex.join(wanted)}"
         run_quiet(["sh", "-c", cpio], cwd=into)
     return [into / w for w in wanted if (into / w).is_file() and not (into / w).is_symlink()]
 
@@ -190,7 +190,7 @@ def prove(folder, info, args):
     run(["rpmlint", "--ignore-unused-rpmlintrc", "--rpmlintrc", rpmlintrc, *rpms], show=True)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
         for rpm in rpms:
-            run(["sh", "-c", f"rpm2cpio '{rpm}' | cpio -idm --quiet"], cwd=tmp)
+            run(["sh", "-c", f"rpm2cpio {shlex.quote(str(rpm))} | cpio -idm --quiet"], cwd=tmp)
         base = Path(tmp) / Path(path).parent.parent.relative_to("/")
         say(f"  every package extracted with rpm2cpio | cpio, running it from {Path(path).parent.parent}")
         comment = smoke(info, "tree", base)
