@@ -81,6 +81,41 @@ def test_a_package_whose_purge_leaves_a_file_is_refused_in_one_line(published):
     shutil.rmtree(log.parent)
 
 
+def as_the_distributions_own(published, folder):
+    """The published folder's debs alone, as a distribution's pool serves them: no buildinfo.json, no checksums."""
+    folder.mkdir()
+    for deb in published.glob("*.deb"):
+        shutil.copy(deb, folder)
+    return folder
+
+
+@needs_piuparts
+def test_piuparts_upgrades_from_a_folder_of_the_distributions_own_debs(published, tmp_path):
+    """--upgrade-from a folder of debs that `pgo package` did not publish (Debian 13's 11.8.6 from its pool,
+    here the earlier release's debs alone): piuparts upgrades from them; the archive's versions of ours
+    newer than ours would be set aside (bookworm serves no fixture, so nothing is)."""
+    older = as_the_distributions_own(published["plain"], tmp_path / "pool")
+    result = run_pgo("prove", published["pgo"], "--piuparts-only", "--upgrade-from", older)
+    out = result.stdout
+    assert ("  the older set (--upgrade-from): pool/, 3 debs of version 1.0.0-1 (the distribution's own: no "
+            "buildinfo.json, no checksums of ours)\n") in out
+    assert "  piuparts: install, upgrade from fixture 1.0.0-1 of pool/ (and 2 more of its packages), remove, " in out
+    assert "  set aside: " not in out
+
+
+def test_upgrade_from_a_set_not_older_than_ours_is_refused_before_piuparts(published, tmp_path):
+    """The PGO set itself as the older set: the same version, no upgrade; refused in one line, before
+    lintian and piuparts (and without root)."""
+    older = as_the_distributions_own(published["pgo"], tmp_path / "same")
+    result = run_pgo("prove", published["pgo"], "--piuparts-only", "--upgrade-from", older, check=False)
+    refused(result, "--upgrade-from same/ holds fixture")
+    assert "not older than ours (1.0.0+pgo-1): that is no upgrade" in result.stderr
+    assert "lintian" not in result.stdout
+    for bad, line in ((tmp_path / "absent", "no such folder"), (tmp_path, "holds no .deb files")):
+        refused(run_pgo("prove", published["pgo"], "--piuparts-only", "--upgrade-from", bad, check=False),
+                f"--upgrade-from {bad}", line)
+
+
 def test_upgrade_from_belongs_to_piuparts_or_the_replacement(published):
     refused(run_pgo("prove", published["pgo"], "--upgrade-from", published["plain"], check=False),
             "--upgrade-from is the older set of --piuparts' upgrade test or of --replace-distribution: add one")

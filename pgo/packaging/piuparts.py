@@ -7,7 +7,11 @@ that fails, a file left behind after purge, a file of the base system changed or
 symlink, a process left running. When the archive serves packages of the set's names, it then
 installs those (the version the archive serves) and upgrades them to the set, and removes and purges
 again. Its sources are `deb <mirror> <distribution> main` (and contrib, non-free): the release as
-published with its point releases, no security suite.
+published with its point releases, no security suite. An older set given beside the archive
+(`--upgrade-from`: an earlier release's published folder, or the distribution's own debs of an earlier
+version, as its pool serves them) is what the upgrade test upgrades from: the archive's versions of the
+set's names newer than ours are pinned away in the chroot (a point release the distribution moved on
+to, whose source is not served, is no upgrade path to ours), and the proof names what it set aside.
 
 MariaDB's maintainer scripts start the server: `--allow-database` lets them (piuparts' policy-rc.d
 forbids every other daemon), and a server still running after the installation is a warning; one
@@ -43,6 +47,20 @@ VERDICT = re.compile(r"^  pgo-downgrade: (\w+) ?(.*)$", re.M)
 # dpkg's line of each package it configured (`Setting up libmariadb3:amd64 (1:10.11.18-0+deb12u1) ...`):
 # in the upgrade test, the first of each of ours is the version the archive served
 SET_UP = re.compile(r"^  Setting up ([^\s:]+)(?::\S+)? \((\S+)\) \.\.\.$", re.M)
+# The set-aside script (also run by --replace-distribution's chroot) and its lines: a version of ours the
+# archive serves, newer than ours, pinned away
+SET_ASIDE_SCRIPT = SCRIPTS / "post_setup_pgo_set_aside_newer"
+SET_ASIDE = re.compile(r"^\s*pgo-set-aside: (\S+) (\S+)$", re.M)
+# What piuparts itself leaves on a release its version does not know yet (the host's piuparts runs
+# against the platform's release): after the purge it installs logrotate to run the set's logrotate
+# files, and trixie's logrotate pulls in systemd, whose postinst and tmpfiles.d make these files,
+# unowned once systemd goes again (and debconf's scratch folder with it). None of them is the set's:
+# its own installation does not pull in systemd. On bookworm (10.11's and the fixture's proofs) no such
+# file is left.
+LEFT_BY_PIUPARTS = {
+    "trixie": ["/etc/default/locale", "/etc/vconsole.conf", "/root/.ssh/", "/var/cache/private/",
+               "/var/lib/private/", "/var/log/private/", "/var/cache/debconf/tmp.ci/"],
+}
 # `0m28.5s ERROR: FAIL: Package purging left files on system:`
 ERROR = re.compile(r"^\S+ ERROR: (.*)$")
 INSTALL_TEST_PASSED = "INFO: PASS: Installation and purging test."
@@ -54,7 +72,8 @@ TOOL_ERROR = re.compile(r"^  (dpkg: error .*|E: .*|.*subprocess returned error e
 def prove(debs, names, version, upgrades, distribution, mirror, cache, older=None):
     """piuparts on `debs` (package `names`, the server's first, at `version`) against `distribution`;
     `upgrades`: the distribution's versions ours must upgrade (the recipe's); `older`: a folder of
-    .debs of an earlier release, served beside the archive; `cache`: the download cache. One line per
+    .debs of an earlier release or version, served beside the archive and upgraded from (the archive's
+    versions newer than ours set aside); `cache`: the download cache. One line per
     proof; a failure is one PipelineError naming what piuparts reported first and its log, kept."""
     if os.geteuid() != 0:
         raise PipelineError("--piuparts needs root: piuparts mounts /proc in its chroot and chroots into it")
@@ -66,10 +85,12 @@ def prove(debs, names, version, upgrades, distribution, mirror, cache, older=Non
     scratch.chmod(0o755)        # apt in the chroot reads the bind-mounted repository as _apt
     log = scratch / "piuparts.log"
     command = ["piuparts", "--basetgz", base, "--distribution", distribution, "--allow-database",
-               "--scriptsdir", SCRIPTS, *(["--mirror", mirror] if mirror else [])]
+               "--scriptsdir", SCRIPTS, *(["--mirror", mirror] if mirror else []),
+               *(f"--ignore={path}" for path in LEFT_BY_PIUPARTS.get(distribution, []))]
     if older_debs:
         command += repository(older_debs, scratch / "older")
-    env = {"PGO_PACKAGES": " ".join(names), "PGO_VERSION": version, "PGO_UPGRADES": " ".join(upgrades)}
+    env = {"PGO_PACKAGES": " ".join(names), "PGO_VERSION": version, "PGO_UPGRADES": " ".join(upgrades),
+           "PGO_SET_ASIDE_NEWER": "1" if older_debs else ""}
     say(f"  piuparts on {len(debs)} packages against {distribution}"
         + (f", with the {len(older_debs)} older packages of {older.name}/ beside it" if older else ""))
     started = time.monotonic()
@@ -85,11 +106,24 @@ def prove(debs, names, version, upgrades, distribution, mirror, cache, older=Non
     origins = {debpackages.control_field(deb, "Version"): f"{older.name}/" for deb in older_debs}
     upgraded = check_upgrade(text, names, version, upgrades, distribution, origins, log)
     verdict = downgrade_verdict(text, names[0], version, origins, distribution, log)
+    aside = set_aside(text, names[0])
+    if aside:
+        say(f"  set aside: {distribution}'s {aside}, newer than ours: the upgrade test upgrades from {older.name}/")
     steps = ["install", *([f"upgrade from {upgraded}"] if upgraded else []), "remove", "purge"]
     say(f"  piuparts: {', '.join(steps)}: passed ({seconds:.0f} s)"
         + ("" if upgraded else f"; no upgrade test: {distribution} serves none of {', '.join(names)}"))
     say(f"  downgrade refusal: {verdict}")
     shutil.rmtree(scratch)
+
+
+def set_aside(text, server=None):
+    """What the set-aside script pinned away, as `PACKAGE VERSION (and N more of its packages)`, the
+    server's first; None when nothing. Each chroot set up says it again."""
+    pairs = sorted(set(SET_ASIDE.findall(text)), key=lambda pair: (pair[0] != server, pair))
+    if not pairs:
+        return None
+    name, newer = pairs[0]
+    return f"{name} {newer}" + (f" (and {len(pairs) - 1} more of its packages)" if len(pairs) > 1 else "")
 
 
 def base_tarball(distribution, mirror, folder):
@@ -148,8 +182,9 @@ def check_upgrade(text, names, version, upgrades, distribution, origins, log):
     old = before[name]
     origin = origins.get(old, distribution)
     if process.run(["dpkg", "--compare-versions", old, "lt", version]).returncode != 0:
-        hint = f"ours upgrade {' '.join(upgrades)}: --mirror a snapshot of the archive that served it; " \
-            if upgrades and origin == distribution else ""
+        hint = "" if not upgrades or origin != distribution else \
+            f"ours upgrade {' '.join(upgrades)}: --upgrade-from a folder of the distribution's debs of that version, " \
+            "or --mirror a snapshot of the archive that served it; "
         raise PipelineError(f"piuparts' upgrade test put ours ({version}) over {name} {old} of {origin}, which is not "
                             f"older than ours: that proves no upgrade ({hint}log: {log})")
     more = f" (and {len(before) - 1} more of its packages)" if len(before) > 1 else ""

@@ -36,7 +36,7 @@ from pgo.base.formats import NAMES
 from pgo.base.protocol import PACKAGE_INFO
 from pgo.base.runner import say
 from pgo.core.workdir import read_json
-from pgo.packaging import formats
+from pgo.packaging import debpackages, formats
 from pgo.packaging.recipes import BOLT_MARK, STALE_MARK
 
 
@@ -63,8 +63,9 @@ def register(subparsers):
                             "packages (a folder whose chroot proof passed; piuparts again after a packaging fix)")
     prove.add_argument("--upgrade-from", metavar="OLDER",
                        help="with --piuparts or --replace-distribution: a deb folder `pgo package` published of an "
-                            "earlier release, served beside the archive: piuparts upgrades from it where it is newer "
-                            "than the archive's, and --replace-distribution installs it first")
+                            "earlier release, or a folder of the distribution's own debs of an earlier version, "
+                            "served beside the archive: piuparts upgrades from it (the archive's versions newer "
+                            "than ours set aside), and --replace-distribution installs it first")
     prove.add_argument("--cache", help="download cache, for piuparts' base chroot (default: ~/.cache/pgo)")
     prove.set_defaults(func=cmd_prove)
 
@@ -179,7 +180,19 @@ def check_mark(comment, info):
 
 
 def check_older(older, info):
-    """--upgrade-from: a deb folder `pgo package` published of the same product, its checksums matching."""
+    """--upgrade-from: a deb folder `pgo package` published of the same product, its checksums matching;
+    or a folder of the distribution's own debs (as its pool serves them: no buildinfo.json). That they
+    are older than ours the deb proof checks, once it has read our debs' version."""
+    if not older.is_dir():
+        raise PipelineError(f"--upgrade-from {older}: no such folder")
+    if not (older / PACKAGE_INFO).is_file():
+        debs = sorted(older.glob("*.deb"))
+        if not debs:
+            raise PipelineError(f"--upgrade-from {older} holds no .deb files")
+        versions = sorted({debpackages.control_field(deb, "Version") for deb in debs})
+        say(f"  the older set (--upgrade-from): {older.name}/, {len(debs)} debs of version {', '.join(versions)} "
+            "(the distribution's own: no buildinfo.json, no checksums of ours)")
+        return
     theirs = load_buildinfo(older)
     if (theirs["format"], theirs["product"]) != ("deb", info["product"]):
         raise PipelineError(f"--upgrade-from {older} holds {theirs['product']} {theirs['format']} packages, not "

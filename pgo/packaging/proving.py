@@ -11,6 +11,7 @@ from pgo.base import process
 from pgo.base.runner import PhaseLog, say
 from pgo.build import testrun
 from pgo.core.config import product
+from pgo.packaging import piuparts
 from pgo.packaging.recipes import RECIPES
 
 # The test set `pgo prove` runs on what a package installed (pgo/configs.toml).
@@ -54,6 +55,9 @@ def smoke(info, *args, command=None):
     script = RECIPES / "smoke" / f"{info['product']}.sh"
     # mmdebstrap passes its hooks' output on stderr
     output = run(command or ["sh", script, *args], show=True, merged=True, reason=REPLACE_REFUSED)
+    aside = piuparts.set_aside(output)
+    if aside:
+        say(f"  set aside, newer than ours: the distribution's {aside}")
     for what, packages in REPLACE_LINE.findall(output):
         say(f"  the distribution's packages, {what}: {packages}")
     for line in output.splitlines():

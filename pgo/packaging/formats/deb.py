@@ -60,6 +60,12 @@ def prove(folder, info, args):
                 raise PipelineError(f"{deb.name} {version} would not upgrade the distribution's {distribution_version}")
     say(f"  {len(debs)} packages, version {version}"
         + (f" (upgrades the distribution's {', '.join(theirs)})" if theirs else ""))
+    older = Path(args.upgrade_from).resolve() if args.upgrade_from else None
+    for deb in some(older, "*.deb") if older else []:
+        earlier = debpackages.control_field(deb, "Version")
+        if process.run(["dpkg", "--compare-versions", earlier, "lt", version]).returncode != 0:
+            raise PipelineError(f"--upgrade-from {older.name}/ holds {deb.name} {earlier}, not older than ours "
+                                f"({version}): that is no upgrade")
     say("  lintian:")
     run(["lintian", "--fail-on", "error", "--suppress-tags", "bad-distribution-in-changes-file", *debs],
         show=True)
@@ -68,8 +74,7 @@ def prove(folder, info, args):
         names = [debpackages.control_field(deb, "Package") for deb in debs]
         server = names[debs.index(server_deb(debs, info))]
         piuparts.prove(debs, [server, *(n for n in names if n != server)], version, theirs, args.distribution,
-                       args.mirror, cache_root(args.cache), Path(args.upgrade_from).resolve() if args.upgrade_from
-                       else None)
+                       args.mirror, cache_root(args.cache), older)
         if args.piuparts_only:
             return None
     suite, chosen = smoke_set(info)
@@ -125,8 +130,8 @@ def in_chroot(folder, debs, info, args, recipe, tests, scratch):
     hooks = ['mkdir -p "$1/tmp/pgo-debs"', f'cp {" ".join(map(str, debs))} "$1/tmp/pgo-debs/"',
              f'cp {RECIPES / "smoke" / (info["product"] + ".sh")} "$1/tmp/pgo-smoke.sh"']
     if args.replace_distribution:
-        hooks += replace_hooks(names, recipe, Path(args.upgrade_from).resolve() if args.upgrade_from else None,
-                               scratch)
+        hooks += replace_hooks(names, debpackages.control_field(debs[0], "Version"), recipe,
+                               Path(args.upgrade_from).resolve() if args.upgrade_from else None, scratch)
     else:
         hooks.append(f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"')
     hooks += ['chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" ' + " ".join(names),
@@ -141,11 +146,13 @@ def in_chroot(folder, debs, info, args, recipe, tests, scratch):
     return smoke(info, command=command)
 
 
-def replace_hooks(names, recipe, older, scratch):
-    """--replace-distribution: mmdebstrap hooks that serve `older` (a published folder, as a flat
-    repository) beside the chroot's archive, then run packaging/replace-distribution.sh on our debs: the
-    distribution's packages of our `names`, the recipe's `distribution_packages` (what users have beside
-    them) and the older set's packages installed first, ours over them, nothing removed."""
+def replace_hooks(names, version, recipe, older, scratch):
+    """--replace-distribution: mmdebstrap hooks that serve `older` (a published folder or the
+    distribution's own debs, as a flat repository) beside the chroot's archive, the archive's versions of
+    our `names` newer than ours (`version`) set aside as piuparts' upgrade test sets them aside, then run
+    packaging/replace-distribution.sh on our debs: the distribution's packages of our `names`, the
+    recipe's `distribution_packages` (what users have beside them) and the older set's packages
+    installed first, ours over them, nothing removed."""
     also = list(recipe.get("distribution_packages", []))
     hooks = [f'cp {RECIPES / "replace-distribution.sh"} "$1/tmp/pgo-replace.sh"']
     if older:
@@ -155,7 +162,10 @@ def replace_hooks(names, recipe, older, scratch):
         piuparts.flat_repository(older_debs, repository)
         hooks += [f'cp -r {repository} "$1/tmp/pgo-older" && chmod -R a+rX "$1/tmp/pgo-older"',
                   'echo "deb [trusted=yes] file:/tmp/pgo-older ./" > "$1/etc/apt/sources.list.d/pgo-older.list"',
-                  'chroot "$1" apt-get -q update']
+                  'chroot "$1" apt-get -q update',
+                  f'cp {piuparts.SET_ASIDE_SCRIPT} "$1/tmp/pgo-set-aside"',
+                  f'chroot "$1" env PGO_SET_ASIDE_NEWER=1 PGO_PACKAGES={shlex.quote(" ".join(names))} '
+                  f'PGO_VERSION={shlex.quote(version)} sh /tmp/pgo-set-aside']
     env = f"PGO_NAMES={shlex.quote(' '.join(names))} PGO_ALSO={shlex.quote(' '.join(also))}"
     hooks.append(f'chroot "$1" env {env} sh /tmp/pgo-replace.sh /tmp/pgo-debs')
     return hooks
