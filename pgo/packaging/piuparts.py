@@ -9,9 +9,10 @@ installs those (the version the archive serves) and upgrades them to the set, an
 again. Its sources are `deb <mirror> <distribution> main` (and contrib, non-free): the release as
 published with its point releases, no security suite. An older set given beside the archive
 (`--upgrade-from`: an earlier release's published folder, or the distribution's own debs of an earlier
-version, as its pool serves them) is what the upgrade test upgrades from: the archive's versions of the
-set's names newer than ours are pinned away in the chroot (a point release the distribution moved on
-to, whose source is not served, is no upgrade path to ours), and the proof names what it set aside.
+version, as its pool serves them) is served beside it, and the upgrade test starts from the newer of its
+and the archive's versions older than ours: the archive's versions of the set's names newer than ours
+are pinned away in the chroot (a point release the distribution moved on to, whose source is not
+served, is no upgrade path to ours), and the proof names what it set aside.
 
 MariaDB's maintainer scripts start the server: `--allow-database` lets them (piuparts' policy-rc.d
 forbids every other daemon), and a server still running after the installation is a warning; one
