@@ -80,7 +80,7 @@ def prove(folder, info, args):
     suite, chosen = smoke_set(info)
     with tempfile.TemporaryDirectory(prefix="pgo-prove-") as tmp:
         tests = chroot_tests(info, suite, chosen, recipe, debs, Path(tmp)) if suite else []
-        comment = in_chroot(folder, debs, info, args, recipe, tests, Path(tmp))
+        comment = in_chroot(folder, debs, version, older, info, args, recipe, tests, Path(tmp))
         if suite:
             junit = Path(tmp) / testrun.JUNIT
             if not junit.is_file():
@@ -117,10 +117,10 @@ def server_deb(debs, info):
 NOBODY = 65534
 
 
-def in_chroot(folder, debs, info, args, recipe, tests, scratch):
-    """Install into a throw-away Debian chroot with apt and run the smoke script there, then the hooks
-    of the smoke test set (chroot_tests). With --replace-distribution, the distribution's packages first
-    (replace_hooks).
+def in_chroot(folder, debs, version, older, info, args, recipe, tests, scratch):
+    """Install `debs` (at `version`) into a throw-away Debian chroot with apt and run the smoke script
+    there, then the hooks of the smoke test set (chroot_tests). With --replace-distribution, the
+    distribution's packages first (replace_hooks; `older`: --upgrade-from's folder, or None).
 
     mmdebstrap sets up and tears down the chroot's mounts around its hooks, and
     the chroot goes to /dev/null: nothing of it stays, nothing touches the host.
@@ -130,8 +130,7 @@ def in_chroot(folder, debs, info, args, recipe, tests, scratch):
     hooks = ['mkdir -p "$1/tmp/pgo-debs"', f'cp {" ".join(map(str, debs))} "$1/tmp/pgo-debs/"',
              f'cp {RECIPES / "smoke" / (info["product"] + ".sh")} "$1/tmp/pgo-smoke.sh"']
     if args.replace_distribution:
-        hooks += replace_hooks(names, debpackages.control_field(debs[0], "Version"), recipe,
-                               Path(args.upgrade_from).resolve() if args.upgrade_from else None, scratch)
+        hooks += replace_hooks(names, version, recipe, older, scratch)
     else:
         hooks.append(f'chroot "$1" sh -c "{apt} install --allow-downgrades /tmp/pgo-debs/*.deb"')
     hooks += ['chroot "$1" dpkg-query -W -f "\\${Package} \\${Version} \\${Status}\\n" ' + " ".join(names),
