@@ -13,9 +13,10 @@ import sys
 import pytest
 from conftest import REPO
 
+from pgo import PipelineError
 from vm_images import ImageError, definition
 from vm_images.manifest import diff
-from vm_images.rollout import Outcome, Rollout, rollback
+from vm_images.rollout import GIVEN_SOURCE_IN_IMAGE, Outcome, Rollout, rollback
 from vm_images.store import Store
 
 REAL = os.environ.get("VM_IMAGES_REAL") == "1"
@@ -55,7 +56,8 @@ def test_the_shipped_definitions_are_valid_and_pin_exact_compilers():
         assert image.worker.user != "root"
     assert {c.name for c in canaries} >= {"minimal", "fixture"}
     # The canary's threshold and budget are the canary gate policy's (pgo/bench/policy.py).
-    assert {c.name: c.policy for c in canaries if c.gate == "bench"} == {"minimal": "canary"}
+    assert {c.name: c.policy for c in canaries if c.gate == "bench"} == {"minimal": "canary",
+                                                                          "minimal-11.8": "canary"}
 
 
 def test_validate_command_lists_images_and_exits_zero():
@@ -400,6 +402,105 @@ def test_promote_status_and_rollback_commands(tmp_path):
     assert "before: gcc12/20250101T000000Z (gcc-12 12.2.0)" in status
     pointer = json.loads((tmp_path / "current.json").read_text())
     assert pointer["current"]["kernel_cmdline"] == "root=/dev/vda"
+
+
+def source_package(folder, source="mariadb", version="1:11.8.6-0+deb13u1"):
+    """A Debian source package as apt-get source leaves it: a .dsc and the files it lists, with checksums."""
+    import hashlib
+    folder.mkdir(parents=True, exist_ok=True)
+    upstream = version.split(":")[-1].rsplit("-", 1)[0]
+    tarball = folder / f"{source}_{upstream}.orig.tar.gz"
+    tarball.write_bytes(b"not really a tarball, but what the .dsc says it is")
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    dsc = folder / f"{source}_{upstream}-0+deb13u1.dsc"
+    dsc.write_text(f"Format: 3.0 (quilt)\nSource: {source}\nVersion: {version}\nChecksums-Sha256:\n"
+                   f" {digest} {tarball.stat().st_size} {tarball.name}\n")
+    return dsc
+
+
+class RecordingOperations(ScriptedOperations):
+    """Also records the source each canary build was given, and whether its copy was there."""
+
+    def canary_build(self, build, canary, role, folder):
+        copy = folder / "work" / canary.source.removeprefix("/srv/out/")
+        self.built_from = getattr(self, "built_from", {}) | {role: (canary.source, copy.is_file())}
+        return super().canary_build(build, canary, role, folder)
+
+
+def test_a_canary_source_given_as_its_dsc_is_copied_and_built_in_both_images(on_gcc11, tmp_path):
+    dsc = source_package(tmp_path / "downloads")
+    ops, lines = RecordingOperations(on_gcc11, fail=["gate"]), []
+    rollout = Rollout(on_gcc11, ops, definition.canary("minimal-11.8"), say=lines.append, source=dsc)
+    assert not rollout.run("gcc12")
+    in_image = f"{GIVEN_SOURCE_IN_IMAGE}/{dsc.name}"
+    assert ops.built_from == {"canary": (in_image, True), "baseline": (in_image, True)}
+    folder = next(on_gcc11.rollouts.iterdir())
+    copied = folder / "work" / "source"
+    assert sorted(f.name for f in copied.iterdir()) == sorted([dsc.name, "mariadb_11.8.6.orig.tar.gz"])
+    record = json.loads((folder / "rollout.json").read_text())
+    assert record["canary"]["source"] == in_image and record["canary_source"] == str(dsc)
+    # The given files may go: a resume builds (or keeps the builds of) the copy in the rollout's folder.
+    for f in dsc.parent.iterdir():
+        f.unlink()
+    ops = RecordingOperations(on_gcc11)
+    assert Rollout(on_gcc11, ops, definition.canary("minimal-11.8")).run("gcc12", resume=record["id"])
+    assert ops.calls == ["gate"]
+    resumed = json.loads((folder / "rollout.json").read_text())
+    assert resumed["canary"]["source"] == in_image and resumed["decision"] == "promoted"
+
+
+def test_a_resume_does_not_take_another_canary_source(on_gcc11, tmp_path):
+    dsc = source_package(tmp_path / "downloads")
+    Rollout(on_gcc11, ScriptedOperations(on_gcc11, fail=["gate"]), definition.canary("minimal-11.8"),
+            source=dsc).run("gcc12")
+    stopped = next(on_gcc11.rollouts.iterdir()).name
+    with pytest.raises(ImageError, match=f"rollout {stopped} builds the source it copied into its folder"):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary("minimal-11.8"),
+                source=dsc).run("gcc12", resume=stopped)
+
+
+def corrupt(dsc):
+    (dsc.parent / "mariadb_11.8.6.orig.tar.gz").write_bytes(b"changed")
+
+
+@pytest.mark.parametrize("given, canary, message", [
+    (lambda d: d.with_suffix(".txt"), "minimal-11.8", r"--canary-source .*\.txt: not a Debian source package's .dsc"),
+    (lambda d: d.parent / "absent.dsc", "minimal-11.8", "absent.dsc: not a Debian source package's .dsc"),
+    (lambda d: d, "minimal", r"is the source of mariadb 11\.8\.6, not of canary 'minimal': mariadb 10\.11\.18"),
+    (lambda d: source_package(d.parent / "other", source="mysql"), "minimal-11.8",
+     "is the source of mysql 11.8.6, not of canary 'minimal-11.8'"),
+    (lambda d: corrupt(d) or d, "minimal-11.8", "does not match the checksum in .*: corrupted download"),
+    (lambda d: d, "fixture", "canary 'fixture' builds fixture, which has no Debian source package"),
+])
+def test_a_canary_source_that_does_not_fit_is_refused_before_anything_is_written(on_gcc11, tmp_path, given,
+                                                                                   canary, message):
+    dsc = source_package(tmp_path / "downloads")
+    wrong = given(dsc)
+    if wrong.suffix == ".txt":
+        wrong.write_text("Source: mariadb\n")
+    with pytest.raises(PipelineError, match=message):
+        Rollout(on_gcc11, ScriptedOperations(on_gcc11), definition.canary(canary), source=wrong).run("gcc12")
+    assert not on_gcc11.rollouts.exists()
+
+
+def test_a_canary_an_image_cannot_fetch_is_refused_before_anything_is_built(on_gcc11, tmp_path):
+    """The minimal canary's 10.11 is bookworm's source: a trixie image (gcc14) fetches trixie's. 11.8 is
+    trixie's, which the bookworm images fetch too (their source_suites)."""
+    ops = ScriptedOperations(on_gcc11)
+    with pytest.raises(ImageError, match="canary 'minimal' builds Debian's source of mariadb 10.11, which is "
+                       "bookworm's, and image gcc14 fetches sources of trixie: choose another canary"):
+        Rollout(on_gcc11, ops, definition.canary("minimal")).run("gcc14")
+    assert ops.calls == [] and not on_gcc11.rollouts.exists()
+    assert Rollout(on_gcc11, ops, definition.canary("minimal-11.8"), say=lambda line: None).run("gcc14")
+    assert ops.built_in == {"canary": "gcc14/20250201T000000Z", "baseline": "gcc11/20250101T000000Z"}
+
+
+def test_rollout_command_refuses_a_wrong_canary_source_in_one_line(on_gcc11, tmp_path):
+    result = run_cli("--images", on_gcc11.root, "rollout", "--to", "gcc12", "--canary-config", "minimal-11.8",
+                     "--canary-source", tmp_path / "nothing.dsc", check=1)
+    assert result.stderr.strip().splitlines() == [
+        f"vm_images: error: --canary-source {tmp_path / 'nothing.dsc'}: not a Debian source package's .dsc "
+        "(its files beside it)"]
 
 
 # --- the container image ------------------------------------------------------------

@@ -8,6 +8,8 @@
                                                         into Docker when `docker info` answers
     python3 -m vm_images container-image                import the current image into Docker (pgo-worker/IMAGE:BUILD)
     python3 -m vm_images rollout --to gcc12             build, test, canary, then promote
+    python3 -m vm_images rollout --to gcc14 --canary-config minimal-11.8 --canary-source mariadb_11.8.6-0+deb13u1.dsc
+                                                        the canary from a Debian source package's .dsc
     python3 -m vm_images rollout --resume ROLLOUT       a stopped rollout again, its passed steps kept
     python3 -m vm_images rollback                       back to the previous image
     python3 -m vm_images status                         the current image and its history
@@ -69,7 +71,12 @@ def make_parser():
     rollout.add_argument("--build", dest="reuse_build",
                          help="use this finished build of the new image instead of building one")
     rollout.add_argument("--canary-config",
-                         help="canary from vm_images/images.toml (default minimal; fixture for a quick run)")
+                         help="canary from vm_images/images.toml (default minimal; minimal-11.8 for an image of "
+                         "Debian 13; fixture for a quick run)")
+    rollout.add_argument("--canary-source", metavar="DSC",
+                         help="build the canary from this Debian source package's .dsc (its files beside it), "
+                         "for a mirror that no longer lists the canary's version; verified and copied into the "
+                         "rollout's folder, so both images build the same bytes")
     rollout.add_argument("--resume", metavar="ROLLOUT",
                          help="continue this stopped rollout (e.g. a gate disturbed by noise): the steps it "
                          "passed are kept, the rest run again")
@@ -162,7 +169,8 @@ def cmd_rollout(args):
         to_image, canary = to_image or record["to"], canary or record["canary"]["name"]
     if not to_image:
         raise ImageError("rollout needs --to IMAGE (or --resume ROLLOUT)")
-    rollout = Rollout(store, ImageOperations(store), definition.canary(canary or "minimal"))
+    rollout = Rollout(store, ImageOperations(store), definition.canary(canary or "minimal"),
+                      source=args.canary_source)
     promoted = rollout.run(to_image, args.from_image, args.reuse_build, args.resume)
     if promoted:
         follow_pointer(store, args)

@@ -19,17 +19,75 @@ with no second record that could disagree with the pointer, and a rollback makes
 profiles reusable again by the same rule.
 """
 
+import dataclasses
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pgo.base import protocol
 from pgo.base.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
+from vm_images.checks import OUT_IN_IMAGE
 from vm_images.store import ROLLOUT_RECORD, now, read_json, stamp
 
 # What the canary and baseline builds depend on: a resume keeps them only if these are unchanged.
 CANARY_BUILD_SETTINGS = ("name", "version", "config", "source")
+# A canary source given as a Debian source package's .dsc (`rollout --canary-source`) is copied, verified,
+# into the rollout's work/ under this folder: both images build the same bytes (a chroot sees only work/),
+# and a resumed rollout finds them there after the given path has gone.
+GIVEN_SOURCE = "source"
+GIVEN_SOURCE_IN_IMAGE = f"{OUT_IN_IMAGE}/{GIVEN_SOURCE}"
+
+
+def canary_from_dsc(canary, dsc):
+    """The canary built from the Debian source package `dsc` (its files beside it) instead of its own source.
+
+    For a mirror that no longer lists the canary's version (11.8.6 here: trixie lists 11.8.9, whose files
+    answer 404), so `source = "debian"` cannot fetch it. Refused in one line, before anything is written,
+    unless it is the source of the canary's product and version and every file matches the .dsc.
+    """
+    from pgo.build.source import dsc_field, release_of, verify_dsc
+    from pgo.core.config import build_config
+    dsc = Path(dsc)
+    if dsc.suffix != ".dsc" or not dsc.is_file():
+        raise ImageError(f"--canary-source {dsc}: not a Debian source package's .dsc (its files beside it)")
+    product = build_config(canary.config).product
+    if not product.debian_source:
+        raise ImageError(f"canary '{canary.name}' builds {product.name}, which has no Debian source package: "
+                         "--canary-source takes a .dsc of one")
+    name, full = dsc_field(dsc, "Source"), dsc_field(dsc, "Version")
+    if (name, release_of(full)) != (product.debian_source, canary.version):
+        raise ImageError(f"--canary-source {dsc.name} is the source of {name} {release_of(full) or full}, not of "
+                         f"canary '{canary.name}': {product.debian_source} {canary.version}")
+    verify_dsc(dsc)
+    return dataclasses.replace(canary, source=f"{GIVEN_SOURCE_IN_IMAGE}/{dsc.name}")
+
+
+def copy_given_source(dsc, work):
+    """The .dsc and its files into work/GIVEN_SOURCE, verified again as the builds will read them."""
+    from pgo.build.source import dsc_files, verify_dsc
+    target = work / GIVEN_SOURCE
+    target.mkdir(parents=True)
+    for name in (dsc.name, *dsc_files(dsc)):
+        shutil.copy2(dsc.parent / name, target / name)
+    verify_dsc(target / dsc.name)
+
+
+def check_fetchable(canary, images):
+    """A canary with `source = "debian"` is fetched inside each image: refuse, before anything is built, one
+    whose Debian release serves neither the suite of the configuration's line nor has it among its
+    source_suites (the minimal canary's 10.11 is bookworm's; a trixie image fetches trixie's)."""
+    from pgo.core.config import build_config
+    config = build_config(canary.config)
+    suite = config.debian_suite if canary.source == "debian" else None
+    for name, release, source_suites in images:
+        if suite and suite not in (release, *source_suites):
+            raise ImageError(f"canary '{canary.name}' builds Debian's source of {config.product.name} {config.line}, "
+                             f"which is {suite}'s, and image {name} fetches sources of "
+                             f"{', '.join((release, *source_suites))}: "
+                             "choose another canary (--canary-config) or give its .dsc (--canary-source)")
 
 
 @dataclass
@@ -58,7 +116,7 @@ class ImageOperations:
 
     def canary_build(self, build, canary, role, folder):
         """The canary's PGO build inside build's image, into folder/work/<role>."""
-        from vm_images.checks import OUT_IN_IMAGE, run_pgo
+        from vm_images.checks import run_pgo
         compiler = build.manifest["definition"]["compiler"]
         started = time.monotonic()
         result = run_pgo(build, ["build", "--version", canary.version, "--config", canary.config,
@@ -82,7 +140,7 @@ class ImageOperations:
     def gate(self, build, canary, folder):
         """Compare baseline and canary inside the new image."""
         from vm_images import chroot
-        from vm_images.checks import OUT_IN_IMAGE, run_pgo
+        from vm_images.checks import run_pgo
         # one log and report per attempt: a resumed rollout's gate keeps the stopped one's
         attempt = f"gate-{stamp()}"
         log = folder / f"{attempt}.log"
@@ -117,10 +175,12 @@ class ImageOperations:
 
 
 class Rollout:
-    def __init__(self, store, operations, canary, say=print):
+    def __init__(self, store, operations, canary, say=print, source=None):
+        """source: the canary's Debian source package as its .dsc, instead of the canary's own source."""
         self.store = store
         self.ops = operations
-        self.canary = canary
+        self.given = Path(source).resolve() if source else None
+        self.canary = canary_from_dsc(canary, self.given) if source else canary
         self.say = say
 
     def run(self, to_image, from_image=None, reuse_build=None, resume=None):
@@ -135,9 +195,15 @@ class Rollout:
             raise ImageError(f"the current image is {current.ref}, not {from_image}: nothing to roll out from")
         image = definition.image(to_image)
         kept = {}
+        if resume and self.given:
+            raise ImageError(f"rollout {resume} builds the source it copied into its folder: resume it without "
+                             "--canary-source")
         if resume:     # nothing is written before the checks below passed
             rollout_id, folder = resume, self.store.rollouts / resume
             self.record = read_json(folder / ROLLOUT_RECORD, f"rollout {resume}")
+            recorded = self.record.get("canary", {}).get("source", "")
+            if recorded.startswith(f"{GIVEN_SOURCE_IN_IMAGE}/"):   # the copy in its folder, as before
+                self.canary = dataclasses.replace(self.canary, source=recorded)
             kept, reuse_build = self.resumable(current, to_image, reuse_build)
             earlier = {k: self.record.pop(k) for k in ("canary", "steps", "decision", "reason", "started", "finished")}
             self.record.setdefault("attempts", []).append(earlier)
@@ -147,12 +213,23 @@ class Rollout:
             self.store.build(f"{to_image}/{reuse_build}")      # fails now, not after an hour
             if f"{to_image}/{reuse_build}" == current.ref:
                 raise ImageError(f"{current.ref} is already the current image")
+        old = current.manifest["definition"]
+        check_fetchable(self.canary, [(to_image, image.release, image.source_suites),
+                                      (current.ref, old["release"], old.get("source_suites", []))])
         if not resume:
             rollout_id = f"{stamp()}-{current.image}-to-{to_image}"
             folder = self.store.rollouts / rollout_id
             folder.mkdir(parents=True)
+            if self.given:
+                try:
+                    copy_given_source(self.given, folder / "work")
+                except BaseException:
+                    shutil.rmtree(folder)
+                    raise
             self.record = {"id": rollout_id, "from": current.ref, "to": to_image, "canary": self.canary.__dict__,
                            "started": now(), "steps": [], "decision": "running"}
+            if self.given:
+                self.record["canary_source"] = str(self.given)
         self.record_file = folder / ROLLOUT_RECORD
         self.save()
         self.say(f"rollout {current.ref} ({current.manifest['definition']['compiler']['cc']}) -> {to_image} "
