@@ -493,6 +493,19 @@ def test_a_canary_an_image_cannot_fetch_is_refused_before_anything_is_built(on_g
     assert ops.calls == [] and not on_gcc11.rollouts.exists()
     assert Rollout(on_gcc11, ops, definition.canary("minimal-11.8"), say=lambda line: None).run("gcc14")
     assert ops.built_in == {"canary": "gcc14/20250201T000000Z", "baseline": "gcc11/20250101T000000Z"}
+    # gcc11 is no platform's image (gcc12 is debian-12's): nothing to say of a platform there.
+    record = json.loads(next(on_gcc11.rollouts.glob("*/rollout.json")).read_text())
+    assert "platform" not in record["steps"][-1]["summary"]
+
+
+def test_a_promotion_to_another_platforms_image_says_what_it_means_for_the_workers(tmp_path):
+    store = Store(tmp_path)
+    store.point_to(fake_build(store, "gcc12", "20250101T000000Z"), "first setup")
+    ops, lines = ScriptedOperations(store), []
+    assert Rollout(store, ops, definition.canary("minimal-11.8"), say=lines.append).run("gcc14")
+    assert ("gcc14 is platform debian-13's image, gcc12 was debian-12's: this folder's workers build for "
+            "debian-13 now (the master refuses them in a [[platforms]] entry of debian-12: give those a folder "
+            "of their own)") in "\n".join(lines)
 
 
 def test_rollout_command_refuses_a_wrong_canary_source_in_one_line(on_gcc11, tmp_path):

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgo.base import protocol
+from pgo.base import platforms, protocol
 from pgo.base.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
@@ -321,9 +321,10 @@ class Rollout:
         profiles = ("profiles stay reusable (same compiler)" if old_version == new_version else
                     f"profiles archived with GCC {old_version} are not reusable with GCC {new_version} "
                     "(reuse needs the exact compiler of current.json)")
+        moved = platform_change(current.image, new.image)
         return Outcome(True, f"{self.store.pointer_file.name} now names {new.ref}; {current.ref} kept for "
-                       f"a rollback; {profiles}", {"pointer": entry, "profiles_not_reusable": old_version
-                                                   if old_version != new_version else None})
+                       f"a rollback; {profiles}{moved}", {"pointer": entry, "profiles_not_reusable": old_version
+                                                          if old_version != new_version else None})
 
     def finish(self, decision, reason):
         self.record.update(decision=decision, reason=reason, finished=now())
@@ -332,6 +333,17 @@ class Rollout:
 
     def save(self):
         write_json(self.record_file, self.record)
+
+
+def platform_change(old_image, new_image):
+    """What a promotion to another platform's image means for the workers of this images folder ("" when
+    both images are one platform's, or an image is no platform's)."""
+    table = platforms.load()
+    old, new = ({p.image: p.name for p in table.values() if p.image}.get(i) for i in (old_image, new_image))
+    if not (old and new) or old == new:
+        return ""
+    return (f"; {new_image} is platform {new}'s image, {old_image} was {old}'s: this folder's workers build for "
+            f"{new} now (the master refuses them in a [[platforms]] entry of {old}: give those a folder of their own)")
 
 
 def rollback(store, reason, say=print):
