@@ -762,14 +762,22 @@ def fired(d):
 
 
 @pytest.fixture
-def vm(tmp_path, monkeypatch):
-    """The VM worker as master.cfg makes it, on a fake libvirt; its overlay made by the real qemu-img."""
+def fake_libvirt(monkeypatch):
+    """Buildbot's LibVirtWorker on a fake libvirt module: the binding (requirements/libvirt.txt) is a VM
+    host's (tools/install-deps.sh vm), not the tests'."""
     import buildbot.worker.libvirt as buildbot_libvirt
 
-    if not shutil.which("qemu-img"):
-        pytest.skip("no qemu-img (apt-get install qemu-utils)")
     monkeypatch.setattr(buildbot_libvirt, "libvirt", SimpleNamespace(
         libvirtError=FakeLibvirtError, VIR_ERR_NO_DOMAIN=FakeConnection.NO_DOMAIN))
+    return buildbot_libvirt
+
+
+@pytest.fixture
+def vm(tmp_path, monkeypatch, fake_libvirt):
+    """The VM worker as master.cfg makes it, on a fake libvirt; its overlay made by the real qemu-img."""
+    buildbot_libvirt = fake_libvirt
+    if not shutil.which("qemu-img"):
+        pytest.skip("no qemu-img (apt-get install qemu-utils)")
     clones = []
 
     def run_process(reactor, command, **kwargs):
@@ -878,7 +886,7 @@ def test_auto_is_kvm_only_where_a_guest_kernel_prints_its_banner_under_it(tmp_pa
                                              image)).get("type") == "kvm"
 
 
-def test_a_start_timeout_is_a_number_of_seconds(tmp_path):
+def test_a_start_timeout_is_a_number_of_seconds(tmp_path, fake_libvirt):
     spec = vm_settings(tmp_path, {"start_timeout": 90}).worker("vm1")
     assert make_workers(vm_settings(tmp_path, {"start_timeout": 90}))[0].missing_timeout == spec.start_timeout == 90
     assert make_workers(vm_settings(tmp_path))[0].missing_timeout == workers.VM_BOOT_TIMEOUT

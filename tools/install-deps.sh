@@ -63,8 +63,9 @@ build_packages="gcc g++ $compilers cmake ninja-build bison pkg-config git
 # mariadb-plugin-rocksdb: ha_rocksdb.so, which profile_load's rocksdb cells load into that server.
 # docker.io, tini and zstd: the container worker's test (tests/test_container_worker.py, run when
 # `docker info` answers: the daemon is started by systemd, or by hand with `setsid /usr/sbin/dockerd`).
+# qemu-utils: qemu-img, which makes the VM worker's throwaway overlay in tests/test_buildbot_config.py.
 test_packages="$build_packages mariadb-server mariadb-plugin-rocksdb valgrind rpmlint lintian mmdebstrap
-  piuparts docker.io tini zstd"
+  piuparts docker.io tini zstd qemu-utils"
 
 packages=$build_packages
 [ "$what" = build ] || packages=$test_packages
