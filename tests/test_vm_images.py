@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -16,7 +17,7 @@ from conftest import REPO
 from pgo import PipelineError
 from vm_images import ImageError, definition
 from vm_images.manifest import diff
-from vm_images.rollout import GIVEN_SOURCE_IN_IMAGE, Outcome, Rollout, rollback
+from vm_images.rollout import GIVEN_SOURCE_IN_IMAGE, Outcome, Rollout, libraries_for_baseline, rollback
 from vm_images.store import Store
 
 REAL = os.environ.get("VM_IMAGES_REAL") == "1"
@@ -282,7 +283,7 @@ class ScriptedOperations:
         self.built_in[role] = build.ref
         return self.outcome(role)
 
-    def gate(self, build, canary, folder):
+    def gate(self, build, current, canary, folder):
         return self.outcome("gate")
 
 
@@ -514,6 +515,45 @@ def test_rollout_command_refuses_a_wrong_canary_source_in_one_line(on_gcc11, tmp
     assert result.stderr.strip().splitlines() == [
         f"vm_images: error: --canary-source {tmp_path / 'nothing.dsc'}: not a Debian source package's .dsc "
         "(its files beside it)"]
+
+
+def compile_c(path, code, *args):
+    source = path.with_name(path.name.split(".")[0] + ".c")
+    source.write_text(code)
+    subprocess.run(["gcc", "-o", path, source, *map(str, args)], check=True, capture_output=True)
+    source.unlink()
+
+
+def test_the_gate_lends_the_baseline_what_the_new_image_lacks_from_the_image_it_was_built_in(tmp_path):
+    """As bookworm's libaio.so.1 (trixie's is libaio.so.1t64): a real program and real libraries, the host
+    as the new image, a folder as the old one holding two libraries the host lacks, one needing the other."""
+    old = tmp_path / "old-image" / "usr/lib/x86_64-linux-gnu"
+    old.mkdir(parents=True)
+    compile_c(old / "libbar.so.2.0.1", "int bar(void) { return 40; }", "-shared", "-fPIC", "-Wl,-soname,libbar.so.2")
+    (old / "libbar.so.2").symlink_to("libbar.so.2.0.1")
+    compile_c(old / "libfoo.so.1", "int bar(void); int foo(void) { return bar() + 2; }", "-shared", "-fPIC",
+              "-Wl,-soname,libfoo.so.1", f"-L{old}", "-l:libbar.so.2")
+    stage = tmp_path / "stage"
+    (stage / "lib").mkdir(parents=True)
+    (stage / "bin").mkdir()
+    compile_c(stage / "lib" / "libown.so.1", "int own(void) { return 0; }", "-shared", "-fPIC",
+              "-Wl,-soname,libown.so.1")
+    compile_c(stage / "bin" / "server", "int foo(void); int own(void); int main(void) { return foo() + own(); }",
+              f"-L{old}", f"-L{stage / 'lib'}", "-l:libfoo.so.1", "-l:libown.so.1", f"-Wl,-rpath-link,{old}")
+    target = tmp_path / "work" / "gate-libraries"
+    copied = libraries_for_baseline(stage, tmp_path / "old-image", Path("/"), target)
+    assert [(soname, user.name) for soname, user in copied] == [("libbar.so.2", "libfoo.so.1"),
+                                                                 ("libfoo.so.1", "server")]
+    assert sorted(f.name for f in target.iterdir()) == ["libbar.so.2", "libfoo.so.1"]
+    assert not (target / "libbar.so.2").is_symlink()       # the library itself, not the old image's link
+    ran = subprocess.run([stage / "bin" / "server"], env={"LD_LIBRARY_PATH": f"{target}:{stage / 'lib'}"})
+    assert ran.returncode == 42
+    # What the new image has is taken from it: nothing to lend, and an earlier attempt's loan is gone.
+    assert libraries_for_baseline(stage / "lib", tmp_path / "old-image", Path("/"), target) == []
+    assert not target.exists()
+    (old / "libbar.so.2").unlink()
+    with pytest.raises(ImageError, match="the baseline's libfoo.so.1 needs libbar.so.2, which neither image has"):
+        libraries_for_baseline(stage, tmp_path / "old-image", Path("/"), target)
 
 
 # --- the container image ------------------------------------------------------------

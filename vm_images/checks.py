@@ -60,8 +60,8 @@ class Report:
             f"{c.name}: {c.detail}" for c in failed)
 
 
-def run_pgo(build, pgo_args, out, log, scratch, echo=None):
-    """`python3 -m pgo ...` inside the image as its worker user; out is /srv/out there."""
+def run_pgo(build, pgo_args, out, log, scratch, echo=None, env=None):
+    """`python3 -m pgo ...` inside the image as its worker user; out is /srv/out there; env added."""
     manifest = build.manifest
     user = manifest["definition"]["worker"]["user"]
     uid, gid = worker_ids(build.rootfs, user)
@@ -69,7 +69,7 @@ def run_pgo(build, pgo_args, out, log, scratch, echo=None):
     shutil.chown(out, uid, gid)
     return chroot.run(build.rootfs, ["python3", "-m", "pgo", *pgo_args], log, user=user,
                       binds=[chroot.Bind(REPO, REPO_IN_IMAGE), chroot.Bind(out, OUT_IN_IMAGE, writable=True)],
-                      cwd=REPO_IN_IMAGE, scratch=scratch, echo=echo)
+                      cwd=REPO_IN_IMAGE, scratch=scratch, echo=echo, env=env)
 
 
 def test_image(build, store, say=print):

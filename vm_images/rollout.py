@@ -20,12 +20,13 @@ profiles reusable again by the same rule.
 """
 
 import dataclasses
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgo.base import platforms, protocol
+from pgo.base import platforms, process, protocol
 from pgo.base.atomic import write_json
 from pgo.bench.policy import POLICIES
 from vm_images import ImageError, definition
@@ -90,6 +91,57 @@ def check_fetchable(canary, images):
                              "choose another canary (--canary-config) or give its .dsc (--canary-source)")
 
 
+# The gate runs both builds inside the new image, so the new compiler's code is measured against the
+# old one's on the same libraries. A baseline built in another Debian release may need a library under a
+# name the new one no longer has (bookworm's libaio.so.1 is trixie's libaio.so.1t64): only those are
+# copied from the current image into work/GATE_LIBRARIES, which the gate puts on the library path. The
+# canary, built in the new image, never asks for a name the new image lacks, so it loads none of them.
+GATE_LIBRARIES = "gate-libraries"
+# Where an image keeps shared libraries (Debian's multiarch folders first).
+LIBRARY_DIRS = ("usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu", "usr/lib", "lib", "usr/lib64", "lib64")
+NEEDED_RE = re.compile(r"\(NEEDED\)\s+Shared library: \[(.+?)\]")
+
+
+def needed_libraries(files):
+    """{soname: the first file that needs it} of the ELF files among files (readelf -d)."""
+    needed = {}
+    for path in files:
+        if path.is_symlink() or not path.is_file():
+            continue
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        for soname in NEEDED_RE.findall(process.output_of(["readelf", "-d", path], error=ImageError)):
+            needed.setdefault(soname, path)
+    return needed
+
+
+def library_in(rootfs, soname):
+    """The file of soname in an image's library folders, or None."""
+    return next((rootfs / d / soname for d in LIBRARY_DIRS if (rootfs / d / soname).exists()), None)
+
+
+def libraries_for_baseline(stage, old_rootfs, new_rootfs, target):
+    """Copy into target what the baseline's staged tree needs that neither it nor the new image has, from
+    the image it was built in, with what those need in turn; [(soname, the file that needs it)]."""
+    shutil.rmtree(target, ignore_errors=True)
+    own = {p.name for p in stage.rglob("*.so*")}
+    wanted = needed_libraries(sorted(stage.rglob("*")))
+    copied = []
+    while wanted:
+        soname, user = wanted.popitem()
+        if soname in own or library_in(new_rootfs, soname) or soname in dict(copied):
+            continue
+        found = library_in(old_rootfs, soname)
+        if found is None:
+            raise ImageError(f"the baseline's {user.name} needs {soname}, which neither image has")
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(found.resolve(), target / soname)
+        copied.append((soname, user))
+        wanted.update({k: v for k, v in needed_libraries([target / soname]).items() if k not in wanted})
+    return sorted(copied)
+
+
 @dataclass
 class Outcome:
     passed: bool
@@ -137,31 +189,37 @@ class ImageOperations:
                        {"seconds": seconds, "build_info": read_json(workdir / protocol.BUILD_INFO, "canary build info"),
                         "profile_use": use, "phases": read_json(workdir / protocol.STATE, "canary state")["done"]})
 
-    def gate(self, build, canary, folder):
-        """Compare baseline and canary inside the new image."""
+    def gate(self, build, current, canary, folder):
+        """Compare baseline (built in current) and canary inside the new image (build)."""
         from vm_images import chroot
         from vm_images.checks import run_pgo
         # one log and report per attempt: a resumed rollout's gate keeps the stopped one's
         attempt = f"gate-{stamp()}"
         log = folder / f"{attempt}.log"
+        borrowed = libraries_for_baseline(folder / "work" / "baseline" / "stage", current.rootfs, build.rootfs,
+                                          folder / "work" / GATE_LIBRARIES)
+        env = {"LD_LIBRARY_PATH": f"{OUT_IN_IMAGE}/{GATE_LIBRARIES}"} if borrowed else None
+        details = {"baseline_libraries": [{"soname": s, "needed_by": str(user.name)} for s, user in borrowed]}
+        note = (f"; the baseline ran with {', '.join(s for s, _ in borrowed)} of {current.ref}, which "
+                f"{build.image} lacks" if borrowed else "")
         if canary.gate == "bench":
             result = run_pgo(build, ["bench", "--baseline", f"{OUT_IN_IMAGE}/baseline/stage",
                                      "--candidate", f"{OUT_IN_IMAGE}/canary/stage",
                                      "--out", f"{OUT_IN_IMAGE}/{attempt}",
                                      *canary.bench_options, "--policy", canary.policy],
-                             folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate")
+                             folder / "work", log, self.store.scratch(f"gate-{folder.name}"), echo="gate", env=env)
             if result.returncode not in (0, 1):
                 raise ImageError(f"pgo bench could not run (status {result.returncode}; log: {log})")
             verdict = ("passed" if result.ok else f"failed: the canary's build is not shown to be at least "
                        f"{POLICIES[canary.policy].min_speedup:g}x as fast as the current image's, or is "
                        "measurably slower")
-            return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / attempt})",
-                           {"tail": result.tail})
+            return Outcome(result.ok, f"benchmark gate {verdict} (report: {folder / 'work' / attempt}){note}",
+                           {"tail": result.tail, **details})
         outputs = {}
         user = build.manifest["definition"]["worker"]["user"]
         for role in ("baseline", "canary"):
             command = [f"{OUT_IN_IMAGE}/{role}/stage/{canary.compare[0]}", *canary.compare[1:]]
-            result = chroot.run(build.rootfs, command, log, user=user, cwd=OUT_IN_IMAGE,
+            result = chroot.run(build.rootfs, command, log, user=user, cwd=OUT_IN_IMAGE, env=env,
                                 binds=[chroot.Bind(folder / "work", OUT_IN_IMAGE)],
                                 scratch=self.store.scratch(f"gate-{folder.name}"))
             if not result.ok:
@@ -171,7 +229,8 @@ class ImageOperations:
         same = outputs["baseline"] == outputs["canary"]
         return Outcome(same, f"{' '.join(canary.compare)}: " + (
             f"same output from both builds ({outputs['canary'].splitlines()[-1]})" if same else
-            f"outputs differ: baseline {outputs['baseline']!r}, canary {outputs['canary']!r}"), outputs)
+            f"outputs differ: baseline {outputs['baseline']!r}, canary {outputs['canary']!r}") + note,
+            {**outputs, **details})
 
 
 class Rollout:
@@ -253,7 +312,7 @@ class Rollout:
             ("baseline", f"the same build in the current image {current.ref}",
              lambda: self.ops.canary_build(current, self.canary, "baseline", folder)),
             ("gate", f"gate '{self.canary.gate}': canary against baseline",
-             lambda: self.ops.gate(new, self.canary, folder)),
+             lambda: self.ops.gate(new, current, self.canary, folder)),
             ("promote", f"point the build VMs at {to_image}", lambda: self.promote(current, new, rollout_id)),
         ]
         for number, (name, title, function) in enumerate(steps, 1):
