@@ -216,6 +216,31 @@ def test_server_that_does_not_start_is_an_infrastructure_error(tmp_path):
     assert len(lines) == 1 and "server A did not start" in lines[0], run.stderr
 
 
+def test_a_build_whose_server_cannot_run_is_refused_before_any_server_starts(tmp_path):
+    """A mariadbd linked with a library this system lacks (a build of Debian 12 asks for libaio.so.1, which
+    Debian 13 calls libaio.so.1t64): a real program whose library is gone, and the loader's own line."""
+    require_tools()
+    basedir = tmp_path / "other-release"
+    (basedir / "bin").mkdir(parents=True)
+    (basedir / "scripts").mkdir()
+    shutil.copy(DEBIAN_BASEDIR / "bin" / "mariadb-install-db", basedir / "scripts")
+    (tmp_path / "gone.c").write_text("int gone(void) { return 0; }")
+    (tmp_path / "main.c").write_text("int gone(void); int main(void) { return gone(); }")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libgone.so.1", "-o", tmp_path / "libgone.so.1",
+                    tmp_path / "gone.c"], check=True)
+    subprocess.run(["gcc", "-o", basedir / "bin" / "mariadbd", tmp_path / "main.c", tmp_path / "libgone.so.1"],
+                   check=True)
+    (tmp_path / "libgone.so.1").unlink()
+    run = bench("--baseline", basedir, "--candidate", DEBIAN_BASEDIR, "--out", tmp_path / "out",
+                "--workloads", "oltp_point_select", "--threads", 1, "--pairs", 2, "--table-size", 100)
+    assert run.returncode == 3
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"bench: error: build A: {basedir / 'bin' / 'mariadbd'} "
+                                                   "--version failed with status 127: "), run.stderr
+    assert "libgone.so.1: cannot open shared object file" in lines[0]
+    assert "starting server" not in run.stdout
+
+
 def test_a_wrapper_that_gives_up_before_the_server_starts_is_named_with_its_own_line(tmp_path):
     """valgrind 3.19 gives up on a BOLTed binary's DWARF before mariadbd writes a line: the error says
     valgrind's last line, not what the server's log kept from the previous start."""

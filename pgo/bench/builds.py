@@ -42,8 +42,14 @@ def from_basedir(label, source, kind, basedir):
         missing = "mariadbd" if server is None else "mariadb-install-db"
         raise UsageError(f"build {label}: no {missing} under {basedir} (expected an installed "
                          "tree with bin/ or sbin/, scripts/ and share/)")
-    version = process.run([server, "--version"], error=InfraError, timeout=60, what=f"build {label}: {server}"
-                          ).stdout.strip()
+    done = process.run([server, "--version"], error=InfraError, timeout=60, what=f"build {label}: {server}")
+    if done.returncode != 0:
+        # A server that cannot even say its version (a library it was linked with is missing, as a build
+        # of another Debian release in this one) cannot be benchmarked: say why now, not after a failed
+        # mariadb-install-db.
+        raise InfraError(f"build {label}: {server} --version failed with status {done.returncode}: "
+                         f"{process.last_lines(done, 1) or 'no output'}")
+    version = done.stdout.strip()
     # "<path>  Ver 10.11.19-MariaDB ...": the path says nothing the report does not already.
     version = version[version.find("Ver "):] if "Ver " in version else version
     return Build(label, source, kind, basedir, server, install_db, version)
