@@ -125,18 +125,20 @@ def libraries_for_baseline(stage, old_rootfs, new_rootfs, target):
     """Copy into target what the baseline's staged tree needs that neither it nor the new image has, from
     the image it was built in, with what those need in turn; [(soname, the file that needs it)]."""
     shutil.rmtree(target, ignore_errors=True)
-    own = {p.name for p in stage.rglob("*.so*")}
-    wanted = needed_libraries(sorted(stage.rglob("*")))
+    files = sorted(stage.rglob("*"))
+    own = {p.name for p in files if ".so" in p.name}
+    wanted = needed_libraries(files)
     copied = []
     while wanted:
         soname, user = wanted.popitem()
-        if soname in own or library_in(new_rootfs, soname) or soname in dict(copied):
+        if soname in own or library_in(new_rootfs, soname):
             continue
         found = library_in(old_rootfs, soname)
         if found is None:
             raise ImageError(f"the baseline's {user.name} needs {soname}, which neither image has")
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy2(found.resolve(), target / soname)
+        own.add(soname)                     # lent now: the tree has it from here on
         copied.append((soname, user))
         wanted.update({k: v for k, v in needed_libraries([target / soname]).items() if k not in wanted})
     return sorted(copied)
@@ -199,7 +201,7 @@ class ImageOperations:
         borrowed = libraries_for_baseline(folder / "work" / "baseline" / "stage", current.rootfs, build.rootfs,
                                           folder / "work" / GATE_LIBRARIES)
         env = {"LD_LIBRARY_PATH": f"{OUT_IN_IMAGE}/{GATE_LIBRARIES}"} if borrowed else None
-        details = {"baseline_libraries": [{"soname": s, "needed_by": str(user.name)} for s, user in borrowed]}
+        details = {"baseline_libraries": [{"soname": s, "needed_by": user.name} for s, user in borrowed]}
         note = (f"; the baseline ran with {', '.join(s for s, _ in borrowed)} of {current.ref}, which "
                 f"{build.image} lacks" if borrowed else "")
         if canary.gate == "bench":
