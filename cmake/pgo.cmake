@@ -383,9 +383,15 @@ FUNCTION(PGO_STEP_REPORT)
   STRING(JSON json SET "${json}" with_profile "${with}")
   STRING(JSON json SET "${json}" laid_out_hot "${laid_out}")
   STRING(JSON json SET "${json}" profile_gcda_files "${profile_files}")
+  STRING(JSON json SET "${json}" min_hot_coverage "${PGO_MIN_HOT_COVERAGE}")
+  STRING(JSON json SET "${json}" gcc "\"${PGO_GCC_VERSION}\"")
   FILE(WRITE "${PGO_WORK_DIR}/report.json" "${json}\n")
   IF(total GREATER 0 AND "${with}" EQUAL 0)
     PGO_FAIL("${line}: this is no PGO build (the profile's objects are not this build's)")
+  ENDIF()
+  IF(total GREATER 0 AND percent LESS PGO_MIN_HOT_COVERAGE)
+    PGO_FAIL("${line}: fewer than PGO_MIN_HOT_COVERAGE=${PGO_MIN_HOT_COVERAGE}% of the hot objects, so this is "
+             "no PGO build (a profile of a reduced build, or of other code?)")
   ENDIF()
   MESSAGE(STATUS "PGO: ${line}")
 ENDFUNCTION()
@@ -411,6 +417,12 @@ ENDIF()
 OPTION(WITH_PGO "Build with GCC profile-guided optimisation, trained by the project's training" OFF)
 SET(PGO_PROFILE "" CACHE PATH "Build with this published profile (archive entry or its profile.tar.xz)")
 OPTION(PGO_PROFILE_ACCEPT_STALE "Take a PGO_PROFILE trained on another version of the same line" OFF)
+# The pipeline's default (pgo build --min-hot-coverage): a build whose hot objects got less of the
+# profile is no PGO build worth its label, and fails.
+SET(PGO_MIN_HOT_COVERAGE 30 CACHE STRING "Percent of the hot objects that must compile with their .gcda")
+IF(NOT PGO_MIN_HOT_COVERAGE MATCHES "^[0-9]+$" OR PGO_MIN_HOT_COVERAGE GREATER 100)
+  PGO_FAIL("PGO_MIN_HOT_COVERAGE=${PGO_MIN_HOT_COVERAGE} is no percentage (a whole number from 0 to 100)")
+ENDIF()
 SET(PGO_WORK_DIR "${CMAKE_BINARY_DIR}/pgo")
 SET(PGO_INSTRUMENTED_BINARY_DIR "${PGO_WORK_DIR}/instrumented")
 SET(PGO_INSTRUMENTED_PREFIX "${PGO_WORK_DIR}/stage")
@@ -442,6 +454,33 @@ FUNCTION(PGO_TRAINING)
     ENDIF()
   ENDFOREACH()
   SET_PROPERTY(GLOBAL PROPERTY PGO_TRAINING_NAMED ON)
+
+  # What this build is, for the project's version comment (MariaDB's COMPILATION_COMMENT), which a
+  # folder configured before PGO_FINISH writes out: PGO_BUILD_LABEL in the caller's scope. The
+  # label stands on this build's own check: a profile that does not fit fails the configure
+  # (PGO_FINISH), and a build whose hot objects got too little of the profile fails at its end
+  # (PGO_MIN_HOT_COVERAGE), so no finished build carries the label without the profile applied.
+  IF("${PGO_MODE}" STREQUAL "train")
+    SET(PGO_BUILD_LABEL "PGO build, trained in this build" PARENT_SCOPE)
+  ELSEIF("${PGO_MODE}" STREQUAL "profile")
+    # The profile's id, as the pipeline's builds name it (its stale mark too); an entry without a
+    # readable manifest gets no label here, and PGO_FINISH refuses it.
+    PGO_PUBLISHED_ENTRY(entry)
+    GET_PROPERTY(version GLOBAL PROPERTY PGO_VERSION)
+    SET(manifest "")
+    IF(EXISTS "${entry}/manifest.json")
+      FILE(READ "${entry}/manifest.json" manifest)
+    ENDIF()
+    STRING(JSON id ERROR_VARIABLE no_id GET "${manifest}" profile_id)
+    STRING(JSON trained ERROR_VARIABLE no_version GET "${manifest}" version)
+    IF(NOT no_id AND NOT no_version)
+      IF("${trained}" STREQUAL "${version}")
+        SET(PGO_BUILD_LABEL "PGO build, profile ${id}" PARENT_SCOPE)
+      ELSE()
+        SET(PGO_BUILD_LABEL "PGO build, stale profile ${id}" PARENT_SCOPE)
+      ENDIF()
+    ENDIF()
+  ENDIF()
 ENDFUNCTION()
 
 IF(DEFINED PGO_INSTRUMENT)
@@ -459,6 +498,9 @@ ENDIF()
 IF(CMAKE_VERSION VERSION_LESS 3.19)
   PGO_FAIL("profile-guided optimisation needs CMake 3.19 or later, this is CMake ${CMAKE_VERSION}")
 ENDIF()
+# The commands CMake generated, per object (compile_commands.json): with each object's own record
+# of its options, what a check of the finished build compares (the pipeline's pgo adopt-debs).
+SET(CMAKE_EXPORT_COMPILE_COMMANDS ON)
 # The profile is GCC's (.gcda files, and the flags below): no other compiler reads it.
 GET_PROPERTY(pgo_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
 FOREACH(lang C CXX)
@@ -589,6 +631,13 @@ FUNCTION(PGO_FORWARDED_CACHE out)
     IF(type MATCHES "^(INTERNAL|STATIC)$" OR name MATCHES "^(WITH_PGO|PGO_.*)$")
       CONTINUE()
     ENDIF()
+    # An entry without type or value is a placeholder that MARK_AS_ADVANCED made of a variable no one
+    # cached (policy CMP0102 unset: MariaDB's readline.cmake marks FindCurses' CURSES_HAVE_CURSES_H);
+    # forwarded, it would define the variable empty, which the find module takes for its answer ("no
+    # curses.h", and the client does not compile).
+    IF("${type}" STREQUAL "UNINITIALIZED" AND "${value}" STREQUAL "")
+      CONTINUE()
+    ENDIF()
     STRING(FIND "${value}" "${CMAKE_BINARY_DIR}" at)
     IF(NOT "${at}" EQUAL -1)
       CONTINUE()
@@ -603,10 +652,15 @@ FUNCTION(PGO_FORWARDED_CACHE out)
 ENDFUNCTION()
 
 # Flags without the options that change no code: warnings and debug information (-Wp, -Wa and
-# -Wl pass options on, and stay), joined by spaces.
+# -Wl pass options on, and stay), and an option given again as it was (debhelper's CMake build
+# adds CPPFLAGS to CFLAGS, and Debian's mariadb rules do too: -D_FORTIFY_SOURCE=2 twice); joined
+# by spaces.
 FUNCTION(PGO_CODE_FLAGS out)
   SET(kept)
   FOREACH(word IN LISTS ARGN)
+    IF(word MATCHES "^-" AND word IN_LIST kept)
+      CONTINUE()
+    ENDIF()
     IF(NOT word MATCHES "^-W[^pal]|^-W[pal][^,]|^-W$|^-g")
       LIST(APPEND kept "${word}")
     ENDIF()
@@ -761,8 +815,11 @@ FUNCTION(PGO_CHECK_PUBLISHED where manifest product version match_options id_out
       IF(type AND " ${CMAKE_${lang}_FLAGS_${type}}" MATCHES " -O")
         SET(decided ON)
       ENDIF()
-      # This build's source and build folders as the pipeline's placeholders for its own.
-      SEPARATE_ARGUMENTS(words UNIX_COMMAND "${CMAKE_${lang}_FLAGS}")
+      # This build's source and build folders as the pipeline's placeholders for its own. The flags
+      # the build was given (the cache's, from -D or the environment's CFLAGS), as the pipeline
+      # records the ones it gave: what the project adds itself (MariaDB's BUILD_CONFIG adds -fPIC
+      # and -fstack-protector) it adds to both, and MATCH_OPTIONS compares what decides that.
+      SEPARATE_ARGUMENTS(words UNIX_COMMAND "$CACHE{CMAKE_${lang}_FLAGS}")
       SET(placed)
       FOREACH(word IN LISTS words)
         IF(decided AND word MATCHES "^-O")
@@ -839,7 +896,8 @@ FUNCTION(PGO_CHECK_PUBLISHED where manifest product version match_options id_out
 ENDFUNCTION()
 
 # PGO_PROFILE: check the published profile and unpack it as this build's profile folder.
-FUNCTION(PGO_USE_PUBLISHED product version match_options label_out)
+# The archive entry folder PGO_PROFILE names (itself, or the folder of its profile.tar.xz).
+FUNCTION(PGO_PUBLISHED_ENTRY out)
   GET_FILENAME_COMPONENT(given "${PGO_PROFILE}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
   IF(IS_DIRECTORY "${given}")
     SET(entry "${given}")
@@ -850,6 +908,11 @@ FUNCTION(PGO_USE_PUBLISHED product version match_options label_out)
       PGO_FAIL("PGO_PROFILE=${PGO_PROFILE} is neither an archive entry folder nor its profile.tar.xz")
     ENDIF()
   ENDIF()
+  SET(${out} "${entry}" PARENT_SCOPE)
+ENDFUNCTION()
+
+FUNCTION(PGO_USE_PUBLISHED product version match_options label_out)
+  PGO_PUBLISHED_ENTRY(entry)
   SET(where "${entry}")
   FOREACH(name profile.tar.xz manifest.json sha256sums.txt)
     IF(NOT EXISTS "${entry}/${name}")
@@ -928,7 +991,19 @@ FUNCTION(PGO_USE_PUBLISHED product version match_options label_out)
     FILE(RENAME "${unpacking}/profile" "${PGO_WORK_DIR}/profile")
     FILE(WRITE "${PGO_WORK_DIR}/profile.id" "${id}\n")
   ENDIF()
+  # What the profile is, beside it: what a check of the finished build reads (pgo adopt-debs).
+  CONFIGURE_FILE("${entry}/manifest.json" "${PGO_WORK_DIR}/profile.manifest.json" COPYONLY)
   FILE(REMOVE_RECURSE "${unpacking}")
+  # GCC names the profile of a function that is not public (static, in an anonymous namespace) by
+  # its source file's path too: from another folder than the training's it finds none for them,
+  # and uses the others' (GCC 12, measured). The pipeline's manifest says where its source was.
+  STRING(JSON trained_dir ERROR_VARIABLE no_dir GET "${manifest}" source_dir)
+  IF(NOT no_dir AND NOT "${trained_dir}" STREQUAL "${CMAKE_SOURCE_DIR}")
+    MESSAGE(WARNING " PGO: the profile ${id} was trained on the source in ${trained_dir}, this build's is in "
+                    "${CMAKE_SOURCE_DIR}: GCC finds no profile for the functions that are not public (static, in "
+                    "anonymous namespaces) then, and uses the rest; configure the source from ${trained_dir} to "
+                    "use all of it")
+  ENDIF()
   IF(stale)
     MESSAGE(STATUS "PGO: stale profile ${id} (${where}): trained on ${trained}, this is ${version}; GCC drops "
                    "the profile of each function that changed (-Wcoverage-mismatch)")
@@ -1095,6 +1170,10 @@ FUNCTION(PGO_FINISH)
   PGO_SET_LINE(PGO_LABEL line "${label}")
   STRING(APPEND settings "${line}")
   PGO_SET_LINE(PGO_READELF line "${CMAKE_READELF}")
+  STRING(APPEND settings "${line}")
+  PGO_SET_LINE(PGO_MIN_HOT_COVERAGE line "${PGO_MIN_HOT_COVERAGE}")
+  STRING(APPEND settings "${line}")
+  PGO_SET_LINE(PGO_GCC_VERSION line "${CMAKE_C_COMPILER_VERSION}")
   STRING(APPEND settings "${line}")
   PGO_WRITE_IF_CHANGED("${PGO_WORK_DIR}/report-settings.cmake" "${settings}")
   ADD_CUSTOM_TARGET(pgo-report ALL

@@ -26,3 +26,9 @@ PGO_TRAINING(PRODUCT mariadb VERSION "${MAJOR_VERSION}.${MINOR_VERSION}.${PATCH_
           --workdir "${PGO_WORK_DIR}/train-dynamic" --setup-counters "${PGO_WORK_DIR}/setup-counters"
           --report "${PGO_WORK_DIR}/train-report.json")
 
+# The version comment (SELECT @@version_comment) says what the build is, as the PGO pipeline's own
+# builds do: "PGO build, profile <id>" with a published profile, "PGO build, trained in this build"
+# with WITH_PGO; a build whose profile did not apply fails before it is finished (cmake/pgo.cmake).
+IF(PGO_BUILD_LABEL)
+  SET(COMPILATION_COMMENT "${COMPILATION_COMMENT}, ${PGO_BUILD_LABEL}")
+ENDIF()

@@ -7,6 +7,7 @@
     pgo latest --config minimal-11.8                   which version 'latest' is
     pgo configure-check --config release --version 10.11.18    configure only: no feature missing
     pgo compare-debs --ours DIR --debian-version 1:10.11.19-0+deb12u1 --out DIR    our .debs beside Debian's
+    pgo adopt-debs --changes X.changes --build-dir builddir --build-log LOG --out DIR    Debian's PGO debs, checked
 """
 
 import argparse
@@ -28,7 +29,7 @@ from pgo.core import contract, toolchain
 from pgo.core.config import build_config, config_names, default_config
 from pgo.core.contract import TestRequest
 from pgo.core.workdir import Settings, Workdir, require_usable_path
-from pgo.packaging import compare_debs, package, prove
+from pgo.packaging import adopt, compare_debs, package, prove
 
 
 def main(argv=None):
@@ -139,6 +140,7 @@ def make_parser():
     configure_check.register(sub)
     package.register(sub)
     prove.register(sub)
+    adopt.register(sub)
     return parser
 
 

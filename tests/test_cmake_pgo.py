@@ -10,11 +10,12 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE, REPO, run_pgo
+from conftest import FIXTURE, REPO, refused, run_pgo
 
 from pgo.base import platforms
 from pgo.base.checksums import SUMS, sha256_file
@@ -109,6 +110,7 @@ def test_with_pgo_one_build_trains_and_compiles_with_the_profile(tmp_path, gener
     assert sorted(p.name for p in (build / "pgo" / "profile").iterdir()) == [
         "CMakeFiles#fixture.dir#src#main.c.gcda", "CMakeFiles#hot.dir#src#hot.c.gcda"]
     read_with_profile(build)
+    assert version_comment(build) == "fixture 1.0.0 (fixture build, PGO build, trained in this build)\n"
     instrumented = build / "pgo" / "instrumented"
     assert states(instrumented / HOT_OBJECT)[0]["profile-generate"] == \
         f"-fprofile-generate={build / 'pgo' / 'training'}"
@@ -142,20 +144,28 @@ def test_without_pgo_the_build_is_what_it_was(tmp_path):
     succeeded(build_tree(build))
     assert not (build / "pgo").exists()
     assert not proof.profile_trace(build / HOT_OBJECT)
+    assert version_comment(build) == "fixture 1.0.0 (fixture build)\n"
     for state in states(build / HOT_OBJECT):
         assert not any(proof.positive(state.get(family)) for family in proof.PROFILE_FAMILIES), state
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """The fixture's profile as the pipeline archives it: its entry folder."""
-    folder = tmp_path_factory.mktemp("published")
+def archived(folder, config):
+    """The fixture's profile as the pipeline archives it, built by a configuration: its entry folder."""
     archive = {"PGO_ARCHIVE": str(folder / "archive")}
-    run_pgo("build", "--version", "1.0.0", "--config", "fixture", "--source", FIXTURE, "--workdir",
+    run_pgo("build", "--version", "1.0.0", "--config", config, "--source", FIXTURE, "--workdir",
             folder / "W", "--tests", "off", env=archive)
     listed = json.loads(run_pgo("archive", "list", "--json", env=archive).stdout)
     assert len(listed) == 1, listed
     return folder / "archive" / listed[0]["name"]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    return archived(tmp_path_factory.mktemp("published"), "fixture")
+
+
+def version_comment(build):
+    return subprocess.run([build / "fixture", "--version"], capture_output=True, text=True, check=True).stdout
 
 
 @pytest.mark.parametrize("given", ["entry", "profile.tar.xz"])
@@ -172,6 +182,8 @@ def test_a_published_profile_builds_without_training_and_says_how_much_applied(t
         f"PGO: profile {profile_id}: 2 of 2 hot objects (100%) compiled with their .gcda, 1 of them with code "
         "laid out hot (.text.hot); 0 of the profile's 2 .gcda files are not of a hot object")
     read_with_profile(build)
+    assert version_comment(build) == f"fixture 1.0.0 (fixture build, PGO build, profile {profile_id})\n"
+    assert json.loads((build / "pgo" / "profile.manifest.json").read_text())["profile_id"] == profile_id
     # Configured again with the same profile: nothing to compile.
     compiled = (build / HOT_OBJECT).stat().st_mtime_ns
     succeeded(configure(build, f"-DPGO_PROFILE={profile}"))
@@ -253,6 +265,40 @@ def test_a_profile_of_another_version_is_refused_unless_stale_is_accepted(tmp_pa
     assert f"PGO: stale profile {published.name}: 2 of 2 hot objects (100%)" in report_line(
         succeeded(build_tree(build)))
     read_with_profile(build)
+    assert version_comment(build) == f"fixture 1.0.1 (fixture build, PGO build, stale profile {published.name})\n"
+
+
+def without_hot_c(entry, folder):
+    """A copy of an archive entry whose profile lacks hot.c's .gcda, with a manifest and checksums that
+    say so: a profile that fits half of the fixture's hot objects."""
+    def drop(manifest):
+        manifest["files"] = [f for f in manifest["files"] if "hot.c" not in f["name"]]
+    copy = forged(entry, folder, drop)
+    unpacked = folder / "unpacked"
+    with tarfile.open(copy / "profile.tar.xz") as tar:
+        tar.extractall(unpacked, filter="data")
+    for gcda in unpacked.rglob("*hot.c.gcda"):
+        gcda.unlink()
+    with tarfile.open(copy / "profile.tar.xz", "w:xz") as tar:
+        tar.add(unpacked / "profile", "profile")
+    names = [line.split("  ", 1)[1] for line in (copy / SUMS).read_text().splitlines()]
+    (copy / SUMS).write_text("".join(f"{sha256_file(copy / name)}  {name}\n" for name in names))
+    return copy
+
+
+def test_a_build_whose_hot_objects_got_too_little_of_the_profile_fails(tmp_path, published):
+    """PGO_MIN_HOT_COVERAGE (the pipeline's 30% by default): below it the build fails at its end, so
+    no finished build carries the label without its profile."""
+    entry = without_hot_c(published, tmp_path)
+    build = tmp_path / "build"
+    succeeded(configure(build, f"-DPGO_PROFILE={entry}", "-DPGO_MIN_HOT_COVERAGE=60"))
+    cmake_refused(build_tree(build), f"PGO: profile {published.name}: 1 of 2 hot objects (50%) compiled with their "
+                  ".gcda", "fewer than PGO_MIN_HOT_COVERAGE=60% of the hot objects, so this is no PGO build (a "
+                  "profile of a reduced build, or of other code?)")
+    succeeded(configure(build, f"-DPGO_PROFILE={entry}", "-DPGO_MIN_HOT_COVERAGE=50"))
+    assert "1 of 2 hot objects (50%)" in report_line(succeeded(build_tree(build)))
+    cmake_refused(configure(tmp_path / "other", f"-DPGO_PROFILE={entry}", "-DPGO_MIN_HOT_COVERAGE=half"),
+                  "PGO_MIN_HOT_COVERAGE=half is no percentage (a whole number from 0 to 100)")
 
 
 def test_a_compiler_other_than_gcc_is_refused_in_one_line(tmp_path):
@@ -364,3 +410,129 @@ def test_the_mariadb_patch_carries_the_module_the_workload_and_the_training(seri
     added = "".join(line[1:] for line in top.splitlines(keepends=True)
                     if line.startswith("+") and not line.startswith("+++"))
     assert added == (PATCHES / "pgo-training.cmake").read_text()
+
+
+# --- Debian's packaging with a published profile: DEB_BUILD_OPTIONS=pgo=<profile> ------------------
+
+ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+PGO_DEB_VERSION = "1.0.0-1+pgo1"
+DEBIAN_LINES = sorted({line for p in platforms.load().values() for line in p.lines})
+
+
+def test_the_fixtures_rules_take_the_profile_as_the_debian_patch_makes_mariadb_s_do():
+    """The lines tested here on the fixture's debian/rules are the ones patches/debian-<line>/ adds to
+    Debian's mariadb rules (patches/make-debian-patch.sh), word for word."""
+    lines = (PATCHES / "debian-rules-pgo.mk").read_text()
+    assert lines in (FIXTURE / "debian" / "rules").read_text()
+    for series in DEBIAN_LINES:
+        patch = next((PATCHES / f"debian-{series}").glob("0001-*.patch")).read_text()
+        added = "".join(line[1:] + "\n" for line in patch.splitlines() if line.startswith("+") and
+                        not line.startswith("+++"))
+        assert lines in added, f"patches/debian-{series} is out of date: run patches/make-debian-patch.sh"
+        upstream = next((PATCHES / f"mariadb-{series}").glob("0001-*.patch")).read_text()
+        assert created_files(patch)["debian/patches/pgo-cmake.patch"] == upstream, \
+            f"patches/debian-{series} carries an old MariaDB patch: run patches/make-debian-patch.sh"
+
+
+def debian_build(folder, options):
+    """dpkg-buildpackage of the fixture as a packager runs it, its changelog given the +pgo mark (what
+    `dch --local +pgo` writes); its output kept as the build log."""
+    source = folder / "fixture-1.0.0"
+    shutil.copytree(FIXTURE, source)
+    changelog = source / "debian" / "changelog"
+    changelog.write_text(f"fixture ({PGO_DEB_VERSION}) bookworm; urgency=medium\n\n  * Built with a published PGO "
+                         "profile.\n\n -- PGO pipeline <pgo-release@example.org>  Sat, 28 Nov 2026 12:00:00 +0000\n\n"
+                         + changelog.read_text())
+    result = subprocess.run(["dpkg-buildpackage", "-b", "-uc", "-us"], cwd=source, capture_output=True, text=True,
+                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEB_BUILD_OPTIONS": options})
+    (folder / "build.log").write_text(result.stdout + result.stderr)
+    return result, source
+
+
+@pytest.fixture(scope="module")
+def debian_pgo(tmp_path_factory):
+    """The fixture's profile made as its debian/rules builds (fixture-debian), and the package build with it."""
+    folder = tmp_path_factory.mktemp("debian")
+    entry = archived(folder / "pipeline", "fixture-debian")
+    result, source = debian_build(folder, f"pgo={entry} noautodbgsym")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return entry, folder, source, result.stdout + result.stderr
+
+
+def adopt(folder, source, out, changes=None):
+    return run_pgo("adopt-debs", "--changes", changes or folder / f"fixture_{PGO_DEB_VERSION}_{ARCH}.changes",
+                   "--build-dir", source / "builddir", "--build-log", folder / "build.log", "--out", out, check=False)
+
+
+def test_debian_s_packaging_builds_with_a_published_profile_and_pgo_prove_takes_the_debs(debian_pgo, tmp_path):
+    entry, folder, source, output = debian_pgo
+    assert f"PGO: profile {entry.name} ({entry}): checksums, GCC {GCC_VERSION}, fixture 1.0.0 and flags fit" in output
+    assert f"PGO: profile {entry.name}: 2 of 2 hot objects (100%) compiled with their .gcda" in output
+    assert version_comment(source / "builddir") == f"fixture 1.0.0 (Debian build, PGO build, profile {entry.name})\n"
+    out = tmp_path / "adopted"
+    result = adopt(folder, source, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The package build's source is not where the pipeline trained: main.c's static function finds no
+    # profile (GCC names its profile by the source's path too), which the module's count of .gcda files
+    # cannot see and the pipeline's check of the compiler's warnings does; the public ones keep theirs.
+    assert f"PGO: the profile {entry.name} was trained on the source in " in output
+    assert "GCC finds no profile for the functions that are not public" in output
+    assert ("profile check: 1 of 2 hot objects (50%) compiled with their profile, proven from their own records "
+            "(the module said 2 of 2); 1 functions found no profile, 3 were warned of as moved") in result.stdout
+    info = json.loads((out / "buildinfo.json").read_text())
+    assert (info["profile_id"], info["package_version"], info["profile_use"]["passed"]) == \
+        (entry.name, PGO_DEB_VERSION, True)
+    assert sorted(info["packages"]) == sorted(p.name for p in out.glob("*.deb")) and len(info["packages"]) == 3
+    if shutil.which("mmdebstrap") is None or os.geteuid() != 0:
+        pytest.skip("the deb proof needs mmdebstrap and root for its chroot")
+    proved = run_pgo("prove", out)
+    assert f"label: profile {entry.name} used by 50% of the hot objects, GCC {GCC_VERSION}" in proved.stdout
+    assert (f"proof passed: version comment 'Debian build, PGO build, profile {entry.name}'"
+            in proved.stdout), proved.stdout
+
+
+def test_debian_s_packaging_refuses_a_profile_made_with_other_flags(tmp_path, published):
+    """The fixture configuration's profile, made without Debian's hardening flags: the package build
+    stops at its configure, in one line, and makes no package."""
+    result, _ = debian_build(tmp_path, f"pgo={published} noautodbgsym")
+    assert result.returncode != 0
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip().startswith("PGO: ")]
+    assert len(lines) == 1 and f"PGO: the profile {published} was made with the flags ''" in lines[0], lines
+    assert "other code, whose profile does not fit" in lines[0]
+    assert not list(tmp_path.glob("*.deb"))
+
+
+def test_adopting_refuses_what_it_cannot_prove(debian_pgo, tmp_path):
+    entry, folder, source, _ = debian_pgo
+    # A .deb that is not the one the package build made.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in folder.glob(f"*_{ARCH}.changes"):
+        shutil.copy(path, copy / path.name)
+    for path in folder.glob("*.deb"):
+        shutil.copy(path, copy / path.name)
+    server = copy / f"fixture_{PGO_DEB_VERSION}_{ARCH}.deb"
+    with open(server, "ab") as f:
+        f.write(b"\0")
+    changes = copy / f"fixture_{PGO_DEB_VERSION}_{ARCH}.changes"
+    refused(adopt(folder, source, tmp_path / "out", changes), f"{server} does not match its SHA-256 in "
+            f"{changes.name}: not the package that build made")
+    # Packages without the +pgo mark (a .changes of another version).
+    (copy / "unmarked.changes").write_text(changes.read_text().replace(f"Version: {PGO_DEB_VERSION}\n",
+                                                                        "Version: 1.0.0-1\n"))
+    for path in folder.glob("*.deb"):
+        shutil.copy(path, copy / path.name)
+    refused(adopt(folder, source, tmp_path / "out", copy / "unmarked.changes"),
+            "the packages' version 1.0.0-1 has no +pgo mark, which PGO packages carry (and pgo prove asks for): "
+            "give the build one, e.g. `dch --local +pgo`, and build again")
+    # A build tree the module did not build with a profile (a plain package build).
+    (tmp_path / "plain").mkdir()
+    plain, plain_source = debian_build(tmp_path / "plain", "noautodbgsym")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    refused(adopt(folder, plain_source, tmp_path / "out"), f"{plain_source / 'builddir'} has no pgo/report.json: "
+            "not a build tree of cmake/pgo.cmake that finished")
+    # The packages of that plain build, with the PGO build's tree: its server is another binary.
+    plain_changes = tmp_path / "plain" / f"fixture_{PGO_DEB_VERSION}_{ARCH}.changes"
+    refused(adopt(folder, source, tmp_path / "out", plain_changes), "the packaged fixture is not the build tree's",
+            f"{source / 'builddir' / 'fixture'} (build-id ")
+    assert not (tmp_path / "out").exists()

@@ -220,6 +220,10 @@ def manifest_of(workdir, kind):
         "line": version_line(settings.version),
         "config": config.name,
         "source": read_json(workdir.root / contract.SOURCE_RECORD),
+        # Where the training's source was: GCC names the profile of each function that is not public (static,
+        # in an anonymous namespace) by its source's path too, so a build from elsewhere finds none for them
+        # (cmake/pgo.cmake says so; measured with GCC 12 in docs/cmake-pgo-10.11.18-minimal/).
+        "source_dir": str(workdir.src.resolve()),
         "compiler": {"cc": compiler["cc"], "version": compiler["version"], "banner": compiler["banner"],
                      "target": target},
         "cmake_args": list(config.cmake_args),
