@@ -32,7 +32,12 @@
 #
 #   Either way the build ends with what applied: the hot objects compiled with their .gcda, and
 #   of those, the ones whose code GCC laid out as hot (.text.hot), in one line and in
-#   pgo/report.json. A build in which no hot object found its .gcda fails.
+#   pgo/report.json. A build in which fewer than PGO_MIN_HOT_COVERAGE percent of the hot objects
+#   (30, the pipeline's default) found their .gcda fails. PGO_TRAINING sets PGO_BUILD_LABEL ("PGO
+#   build, profile <id>", "PGO build, trained in this build") for the project's version comment.
+#   A published profile applies whole only to a source configured from the folder it was trained
+#   in (its manifest's source_dir; the configure warns otherwise): GCC names the profile of a
+#   function that is not public by its source's path too.
 #
 # The project includes this file from its top CMakeLists.txt, after PROJECT(), and names its
 # training once:
