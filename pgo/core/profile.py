@@ -316,12 +316,16 @@ def quality(by_object, hot_dirs, setup_counts=None, lto=False):
     }
 
 
-def compiler_warnings(log_text, hot_dirs, source_root, objects):
+def compiler_warnings(log_text, hot_dirs, source_root, objects, moved_keeps_profile=False):
     """Count the optimising compiler's profile warnings in a build log.
 
     The lists name every hot object a warning took the profile from: missing_hot_objects (no
     .gcda, or a function the .gcda has no counters for), mismatch_hot_objects (GCC dropped a
     function's counters: its control flow or lines changed since training).
+    moved_keeps_profile: a function whose only warning is that its "source locations ... have
+    changed" counts as moved (source_moved), not as a dropped profile: a build from another folder
+    than the training's (pgo adopt-debs), where GCC warns so for every function and still reads the
+    counters of the public ones (those of the others it finds none of: missing, as above).
     """
     missing = {object_of(Path(match.group(1)).name) for match in MISSING_PROFILE.finditer(log_text)}
     # By the object whose compile said it, too: a compile that looked for its .gcda under another name
@@ -338,14 +342,17 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects):
     for line in log_text.splitlines():
         if COVERAGE_MISMATCH in line:
             function = line.split(": warning:", 1)[0]
-            discarded.add(function)
             if SOURCE_MOVED in line:
                 moved.add(function)
+                if moved_keeps_profile:
+                    continue
+            discarded.add(function)
     missing_hot = hot_only(missing, hot_dirs)
+    mismatched = warned_objects(log_text, COVERAGE_MISMATCH, unless=SOURCE_MOVED if moved_keeps_profile else None)
     return {"missing_profile": len(missing), "missing_profile_hot": len(missing_hot),
             "functions_without_profile": len(functions_without),
             "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot,
-            "mismatch_hot_objects": hot_only(warned_objects(log_text, COVERAGE_MISMATCH), hot_dirs)}
+            "mismatch_hot_objects": hot_only(mismatched, hot_dirs)}
 
 
 def hot_only(objects, hot_dirs):
@@ -357,15 +364,15 @@ def hot_only(objects, hot_dirs):
 BUILD_STEP = re.compile(r"^\[(?:\d+/\d+| *\d+%)\] (?:Building \S+ object (.+)\.o$)?")
 
 
-def warned_objects(log_text, marker):
-    """The objects whose compile printed a line holding `marker`: wherever the warning points (a
-    function of a header too), it is about the object being compiled."""
+def warned_objects(log_text, marker, unless=None):
+    """The objects whose compile printed a line holding `marker` (and not `unless`): wherever the
+    warning points (a function of a header too), it is about the object being compiled."""
     found, current = set(), None
     for line in log_text.splitlines():
         edge = BUILD_STEP.match(line)
         if edge:
             current = edge.group(1)
-        elif current and marker in line:
+        elif current and marker in line and not (unless and unless in line):
             found.add(current)
     return found
 

@@ -33,7 +33,7 @@ from pgo.base.runner import say
 from pgo.build.source import dsc_checksums
 from pgo.core import profile, proof
 from pgo.core.config import load, product, server_binary
-from pgo.core.toolchain import gcov_binary
+from pgo.core.toolchain import gcov_binary, pgo_flags
 from pgo.packaging.checked import build_id
 from pgo.packaging.formats import deb
 from pgo.packaging.recipes import is_elf
@@ -42,9 +42,6 @@ from pgo.packaging.recipes import is_elf
 # build's end, the profile it compiled with, and the published profile's manifest.
 MODULE_DIR = "pgo"
 REPORT, PROFILE, MANIFEST = "report.json", "profile", "profile.manifest.json"
-# The flags cmake/pgo.cmake compiles every object with (PGO_USE_FLAGS), as the objects record them.
-USE_FLAGS = ("-fprofile-use={profile}", "-fprofile-correction", "-fprofile-partial-training",
-             "-fprofile-prefix-path={build}", "-frecord-gcc-switches")
 # The upstream release in a Debian version: [epoch:]upstream[+ds...]-revision.
 UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")
 
@@ -89,7 +86,7 @@ def cmd_adopt(args):
         raise PipelineError(f"the packages' version {version} has no +pgo mark, which PGO packages carry (and pgo "
                             "prove asks for): give the build one, e.g. `dch --local +pgo`, and build again")
     say(f"adopting {source} {version}: {len(debs)} packages, profile {profile_id} (GCC {gcc})")
-    verdict = check_use(name, tree, log.read_text(errors="replace"), args.min_hot_coverage, args.max_mismatch)
+    verdict = check_use(name, tree, log.read_text(errors="replace"), gcc, args.min_hot_coverage, args.max_mismatch)
     stale = manifest["version"] != upstream
     verdict.update(profile_id=profile_id, stale=stale, trained_on=manifest["version"] if stale else None,
                    identity={"compiler": {"version": gcc}}, module_report=report)
@@ -185,12 +182,14 @@ def module_records(tree):
     return report, manifest
 
 
-def check_use(name, tree, log_text, min_hot_coverage, max_mismatch):
-    """The verdict `pgo build` gives its own optimised build (pgo/core/profile.py judge_use), of this tree."""
+def check_use(name, tree, log_text, gcc, min_hot_coverage, max_mismatch):
+    """The verdict `pgo build` gives its own optimised build (pgo/core/profile.py judge_use), of this tree;
+    gcc: the version that built it. cmake/pgo.cmake compiles with the pipeline's own profile flags (its
+    configure refuses a profile used with others)."""
     hot_dirs = product(name).hot_dirs
     profile_dir = tree / MODULE_DIR / PROFILE
     objects = profile.compiled_objects(tree)
-    flags = [flag.format(profile=profile_dir, build=tree) for flag in USE_FLAGS]
+    flags = pgo_flags(Variant.OPTIMIZED, profile_dir, tree)[0]
     records = proof.prove(tree, Variant.OPTIMIZED, flags, profile_dir, hot_dirs)
     # The package build compiles the source in another folder than the training did, so GCC warns for
     # every function that its "source locations ... have changed" (the checksum of its lines holds the
@@ -198,12 +197,8 @@ def check_use(name, tree, log_text, min_hot_coverage, max_mismatch):
     # after that warning; a source moved to another folder compiled to the same code as in place): those
     # warnings are counted, not taken for a dropped profile. Whether the compiles read the profile the
     # code itself shows (the traces below: hot code laid out in .text.hot), as for the pipeline's builds.
-    moved = profile.compiler_warnings(log_text, hot_dirs, source_root(tree), objects)["source_moved"]
-    kept = "\n".join(line for line in log_text.splitlines() if profile.SOURCE_MOVED not in line)
-    warnings = dict(profile.compiler_warnings(kept, hot_dirs, source_root(tree), objects), source_moved=moved)
-    manifest = read_json(tree / MODULE_DIR / MANIFEST, "the profile's manifest")
-    gcc = gcov_binary("gcov-dump", manifest["compiler"]["version"])
-    traces = proof.traces(tree, profile_dir, profile.hot_only(objects, hot_dirs), gcc)
+    warnings = profile.compiler_warnings(log_text, hot_dirs, source_root(tree), objects, moved_keeps_profile=True)
+    traces = proof.traces(tree, profile_dir, profile.hot_only(objects, hot_dirs), gcov_binary("gcov-dump", gcc))
     return profile.judge_use(warnings, records, traces, profile_dir, tree, hot_dirs, max_mismatch, min_hot_coverage)
 
 
