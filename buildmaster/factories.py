@@ -43,10 +43,11 @@ from buildmaster.buildsteps import (
     pgo_factory,
 )
 from buildmaster.dashboard import tests_page
-from buildmaster.kept import keep
+from buildmaster.kept import BASELINE_PROPERTY, keep
 from buildmaster.workers import IMAGE_PROPERTY, REPO_PROPERTY, image_running, running_image
 from pgo.base import protocol
 from pgo.base.lines import (
+    baseline_summary,
     bench_verdict_summary,
     bolt_check_summary,
     package_summary,
@@ -260,10 +261,10 @@ def archive_upkeep(settings):
 
 
 def test_verdict_step(settings, baseline):
-    """Refuse the release when the optimised build fails a test that the plain build passes.
+    """Refuse the release when the optimised build fails a test that the baseline passes: the plain build,
+    or the distribution's packages (pgo/build/testrun.py distribution_rerun).
 
-    baseline(props): whether the build made the plain build to compare with; without it
-    every failure counts.
+    baseline(props): whether the build has a baseline to compare with; without it every failure counts.
     """
     @util.renderer
     def compared_with(props):
@@ -331,6 +332,7 @@ def release_request(props):
     return json.dumps({"version": props.getProperty("version"), "config": props.getProperty("config"),
                        "source": props.getProperty("source"), "profile": props.getProperty("profile", "train"),
                        "tests": props.getProperty("tests", protocol.DEFAULT_TEST_SET),
+                       "baseline": props.getProperty("baseline", "auto"),
                        "image": image_running(props)}, sort_keys=True)
 
 
@@ -362,6 +364,20 @@ def benchmark_wanted(step):
     if choice == "auto":     # by the plan; without one the gate runs, and fails a product it cannot measure
         return plan(step) is None or plan(step)["product"] in BENCHMARKED_PRODUCTS
     return choice == "on"
+
+
+def plain_wanted(step):
+    """Whether the release makes its plain build: a gated release whose baseline is not the distribution's
+    packages (the baseline step's record, kept as a property; without it, the plain build)."""
+    chosen = step.getProperty(BASELINE_PROPERTY) or {}
+    return benchmark_wanted(step) and chosen.get("kind") != "distribution"
+
+
+def baseline_step(settings):
+    return pgo_step(settings, "baseline", [
+        "baseline", "--candidate", WORK, "--workdir", PLAIN, "--choice", util.Property("baseline", "auto")],
+        record=on_worker(f"work-plain/{protocol.BASELINE_RECORD}"), read_record=baseline_summary,
+        doStepIf=benchmark_wanted, **keep("baseline"))
 
 
 def wanted_formats(platform, props):
@@ -398,13 +414,18 @@ def release_factory(settings, platform):
     f.addStep(resume_step(settings))
     f.addStep(version_step(settings))
     f.addSteps(phase_steps(settings, "on", WORK, resume=True))
-    # The plain build is the benchmark's baseline and the tests': a test failing on both is the
+    # The benchmark's baseline: the distribution's own packages of the source the release built, when the
+    # configuration builds as the distribution does and its archive serves them (the server users would
+    # otherwise install), else the plain build (pgo/build/baseline.py).
+    f.addStep(baseline_step(settings))
+    # The plain build is then the benchmark's baseline and the tests': a test failing on both is the
     # machine's doing, one failing on the optimised build only the profile's or LTO's.
-    f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", resume=True, doStepIf=benchmark_wanted))
+    f.addSteps(phase_steps(settings, "off", PLAIN, prefix="baseline-", resume=True, doStepIf=plain_wanted))
     # The test results first (to the staging folder, published only with the release; into Buildbot's store):
     # a refused release's too.
     f.addSteps(upload_test_results(settings, "work", "pgo"))
-    f.addSteps(upload_test_results(settings, "work-plain", "plain", doStepIf=benchmark_wanted))
+    f.addSteps(upload_test_results(settings, "work-plain", "plain", doStepIf=plain_wanted))
+    # Against the plain build's test run, or the failed tests run again on the distribution's packages.
     f.addStep(test_verdict_step(settings, baseline=benchmark_wanted))
     f.addStep(pgo_step(settings, "benchmark", [
         "bench", "--baseline", on_worker(protocol.staged("work-plain")),
@@ -422,6 +443,9 @@ def release_factory(settings, platform):
     f.addStep(bb_steps.DirectoryUpload(name="upload-benchmark", workersrc=BENCH,
                                        masterdest=staging(settings, "benchmark"),
                                        doStepIf=benchmark_wanted, haltOnFailure=True))
+    f.addStep(bb_steps.FileUpload(name="upload-baseline", workersrc=on_worker(f"work-plain/{protocol.BASELINE_RECORD}"),
+                                  masterdest=staging(settings, protocol.BASELINE_RECORD),
+                                  doStepIf=benchmark_wanted, haltOnFailure=True))
     f.addStep(bb_steps.MultipleFileUpload(name="upload-build-info", workdir=WORK, workersrcs=BUILD_INFO_FILES,
                                           masterdest=staged, haltOnFailure=True))
     f.addStep(TriggerPackages(platform, name="packages", waitForFinish=True, haltOnFailure=True,

@@ -44,14 +44,27 @@ def kept_gate(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"outcome": verdict["outcome"], "publish": verdict["publish"], "speedups": gated}
 
 
+def kept_baseline(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Of the baseline step (baseline.json): the distribution's packages (their version) or the plain build,
+    and why."""
+    if record["kind"] == "distribution":
+        return {"kind": "distribution", "source": record["source"], "version": record["version"],
+                "server_version": record["server_version"]}
+    return {"kind": "plain", "why": record["why"]}
+
+
 def kept_plan(record: Mapping[str, Any]) -> dict[str, Any]:
     """Of the source phase's plan (plan.json): the configuration resolved once, on the worker."""
     return {"config": record["config"], "product": record["product"], "phases": list(record["phases"])}
 
 
+# The build property the release's later steps go by: whether the plain build is its baseline.
+BASELINE_PROPERTY = "baseline_used"
+
 # step name: (build property, what of the step's record it keeps)
 KEPT: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
     PhaseName.SOURCE: ("plan", kept_plan),
+    "baseline": (BASELINE_PROPERTY, kept_baseline),
     "baseline-source": ("baseline_plan", kept_plan),
     PhaseName.CHECK: ("profile_check", kept_profile),
     PhaseName.OPTIMIZED: ("profile_use", kept_profile_use),

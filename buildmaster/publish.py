@@ -16,7 +16,7 @@ from pathlib import Path
 import markdown
 
 from pgo import PipelineError
-from pgo.base import atomic, formats, lines
+from pgo.base import atomic, formats, lines, protocol
 from pgo.base.checksums import SUMS, sha256_file, write_sha256sums
 from pgo.base.readers import read_json
 
@@ -30,6 +30,7 @@ PAGE_STYLE = ("body{font-family:system-ui,sans-serif;font-size:14px;margin:1em 2
 # What a published folder's records say, each through the line the build page shows (pgo/base/lines.py).
 RECORD_LINES = (("profile check", "profile-check.json", lines.profile_check_summary),
                 ("profile use", "profile-use.json", lines.profile_use_summary),
+                ("benchmark baseline", protocol.BASELINE_RECORD, lines.baseline_summary),
                 ("benchmark gate", "benchmark/result.json", lines.bench_verdict_summary),
                 ("tests, optimised build", "tests/pgo/results.json", lines.test_result_summary),
                 ("tests, plain build", "tests/plain/results.json", lines.test_result_summary))

@@ -101,6 +101,10 @@ def release_form_properties(settings=None):
                              default="train", size=30),
         util.ChoiceStringParameter(name="benchmark", label="Benchmark gate (auto: for MariaDB)",
                                    choices=["auto", "on", "off"], default="auto"),
+        util.ChoiceStringParameter(name="baseline", label="Benchmark baseline (auto: the distribution's packages "
+                                   "of the version built, when its configuration builds as the distribution does and "
+                                   "they are served; else the plain build)",
+                                   choices=["auto", "plain", "distribution"], default="auto"),
         util.ChoiceStringParameter(name="tests", label="Test set (run on the optimised and the plain build)",
                                    choices=test_set_names(), default=DEFAULT_TEST_SET),
         *platforms,

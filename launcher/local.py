@@ -432,11 +432,11 @@ def login_as_admin(settings, api):
 
 
 def force_release(api, version, config, source, formats, benchmark="auto", profile="train", tests=DEFAULT_TEST_SET,
-                  platforms=()):
+                  platforms=(), baseline="auto"):
     """Start a release on platforms (names of [[platforms]] rows or of pgo/platforms.toml's platforms; none:
     the master's matrix); returns the buildset id."""
     bsid, _ = api.control("forceschedulers/release", "force", version=version, config=config, source=source,
-                          formats=list(formats), benchmark=benchmark, profile=profile, tests=tests,
+                          formats=list(formats), benchmark=benchmark, baseline=baseline, profile=profile, tests=tests,
                           platforms=list(platforms), reason=f"./release {version}")
     return bsid
 
@@ -791,7 +791,7 @@ def cmd_run(args):
     before = newest_build_id(api)
     names = [p.name for p in platforms]
     bsid = force_release(api, args.version, args.config, args.source, args.formats.split(","), args.benchmark,
-                         args.profile, args.tests, platforms=names)
+                         args.profile, args.tests, platforms=names, baseline=args.baseline)
     on = ", ".join(p.name if p.name == p.platform else f"{p.name} ({p.platform})" for p in platforms)
     say(f"release {args.version} ({args.config}) on {on} forced as {user}; web UI: {settings.url}")
     if args.version == LATEST:
@@ -853,6 +853,10 @@ def make_parser():
                      help="'train' (default), or reuse an archived profile: its name or 'latest'")
     run.add_argument("--benchmark", choices=("auto", "on", "off"), default="auto",
                      help="benchmark gate (auto: on for MariaDB)")
+    run.add_argument("--baseline", choices=("auto", "plain", "distribution"), default="auto",
+                     help="what the benchmark compares with (auto: the distribution's own packages of the version, "
+                     "when the configuration builds as the distribution does and its archive serves them; else "
+                     "the plain build)")
     run.add_argument("--platform", action="append", metavar="NAME",
                      help="release on this platform only (pgo/platforms.toml, or a [[platforms]] name of the "
                      "settings; again for more); default: every platform of the settings whose workers can build "

@@ -8,6 +8,7 @@
     pgo configure-check --config release --version 10.11.18    configure only: no feature missing
     pgo compare-debs --ours DIR --debian-version 1:10.11.19-0+deb12u1 --out DIR    our .debs beside Debian's
     pgo adopt-debs --changes X.changes --build-dir builddir --build-log LOG --out DIR    Debian's PGO debs, checked
+    pgo baseline --candidate work --workdir work-plain    Debian's own server as the baseline, when served
 """
 
 import argparse
@@ -23,7 +24,7 @@ from pgo.base.errors import error_line, run_command
 from pgo.base.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, PhaseName
 from pgo.base.runner import say
 from pgo.base.versions import LATEST, validate_request
-from pgo.build import bolt, builddeps, configure_check, resume, reuse, source, testrun
+from pgo.build import baseline, bolt, builddeps, configure_check, resume, reuse, source, testrun
 from pgo.build.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.core import contract, toolchain
 from pgo.core.config import build_config, config_names, default_config
@@ -108,7 +109,9 @@ def make_parser():
     verdict = sub.add_parser("test-verdict", help="refuse an optimised build that fails a test its plain build "
                              "passes")
     verdict.add_argument("--candidate", required=True, help="the optimised build's work directory")
-    verdict.add_argument("--baseline", help="the plain build's work directory (without it every failure counts)")
+    verdict.add_argument("--baseline", help="the plain build's work directory, or the distribution's packages "
+                         "`pgo baseline` unpacked (the failed tests run again on them); without it every failure "
+                         "counts")
     verdict.add_argument("--set", help="test set (default: the candidate's)")
     verdict.add_argument("--max-environment-failures", type=checked(count), metavar="N",
                          help="tests that may fail on both builds (default: the set's)")
@@ -134,6 +137,7 @@ def make_parser():
     configs.set_defaults(func=lambda args: print("\n".join(config_names())))
     archive_cli.register(sub)
     resume.register(sub)
+    baseline.register(sub)
     bench.register(sub)
     builddeps.register(sub)
     compare_debs.register(sub)

@@ -241,6 +241,24 @@ def test_a_build_whose_server_cannot_run_is_refused_before_any_server_starts(tmp
     assert "starting server" not in run.stdout
 
 
+def test_a_build_tree_is_staged_whole_inside_the_bench_folder(tmp_path):
+    """A build tree is staged with cmake --install; an absolute destination (Debian's layout installs into /etc)
+    lands in the staged tree too, never in this machine's /etc."""
+    from pgo.bench import builds
+
+    etc = Path("/etc") / f"pgo-bench-test-{os.getpid()}"
+    source, tree = tmp_path / "src", tmp_path / "tree"
+    source.mkdir()
+    (source / "my.cnf").write_text("[mariadbd]\n")
+    (source / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION 3.16)\nproject(p NONE)\n"
+                                           f"install(FILES my.cnf DESTINATION {etc})\n"
+                                           "install(FILES my.cnf DESTINATION share)\n")
+    subprocess.run(["cmake", "-S", source, "-B", tree], check=True, capture_output=True)
+    staged = builds.stage("B", tree, tmp_path / "staged-B")
+    assert (staged / "share" / "my.cnf").is_file()
+    assert (staged / etc.relative_to("/") / "my.cnf").is_file() and not etc.exists()
+
+
 def test_a_wrapper_that_gives_up_before_the_server_starts_is_named_with_its_own_line(tmp_path):
     """valgrind 3.19 gives up on a BOLTed binary's DWARF before mariadbd writes a line: the error says
     valgrind's last line, not what the server's log kept from the previous start."""

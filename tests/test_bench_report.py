@@ -2,6 +2,7 @@
 status, usage errors, and the promise that importing pgo.bench needs only the standard library."""
 
 import argparse
+import html
 import json
 import subprocess
 import sys
@@ -288,8 +289,14 @@ def test_published_release_renders_the_report_as_a_page_with_its_plots(rendered,
         (staging / "benchmark" / name).write_bytes((out / name).read_bytes())
     (staging / "build-info.json").write_text(json.dumps({"product": "mariadb", "version": "10.11.18", "pgo": "on",
                                                           "config": "release", "profile_id": "10.11.18-0123"}))
+    # What the gate compared with (the baseline step's record, pgo/build/baseline.py): said on the release's page.
+    (staging / "baseline.json").write_text(json.dumps({
+        "kind": "distribution", "source": "mariadb", "version": "1:10.11.18-0+deb12u1", "packages": [{}] * 7,
+        "server_version": "Ver 10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)"}))
     destination = publish.release_dir(downloads, "10.11.18", "debian-12")
     publish.publish(staging, destination)
+    assert html.escape("baseline: the distribution's mariadb 1:10.11.18-0+deb12u1 (7 packages, Ver 10.11.18-MariaDB-"
+                       "0+deb12u1") in (destination / publish.INDEX).read_text()
     page = (destination / publish.REPORT_PAGE).read_text()
     assert "<strong>Verdict: PASS</strong>" in page
     assert "<table>" in page and "<th>B/A [95% CI]</th>" in page, page[:2000]

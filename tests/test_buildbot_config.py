@@ -140,6 +140,34 @@ def test_the_bolt_step_runs_only_for_a_configuration_with_bolt(two_platforms):
             assert step.kwargs["doStepIf"](build) is True, (builder, config)
 
 
+def test_the_plain_build_runs_only_when_the_distribution_s_packages_are_not_the_baseline(two_platforms):
+    """The baseline step (pgo baseline) decides after the PGO build's phases, by its record, kept as a property:
+    with the distribution's packages as the baseline the release makes no plain build and no plain test run (its
+    test verdict runs the failed tests again on those packages); otherwise (or without the record) it makes them."""
+    factory = next(b.factory for b in two_platforms.builders if b.name == "release-debian-12")
+    names = [step.kwargs.get("name", step.step_class.name) for step in factory.steps]
+    assert names.index("test") < names.index("baseline") < names.index("baseline-source")
+    by_name = {step.kwargs.get("name"): step for step in factory.steps}
+    plain_steps = [n for n in names if n.startswith("baseline-") or n.endswith("-plain")]
+    assert "upload-tests-plain" in plain_steps and "test-results-plain" in plain_steps
+    distribution = kept.kept_baseline({"kind": "distribution", "source": "mariadb", "version": "1:10.11.18-0+deb12u1",
+                                       "packages": [], "server_version": "Ver 10.11.18-MariaDB-0+deb12u1"})
+    for baseline, runs in ((distribution, False), (kept.kept_baseline({"kind": "plain", "why": "asked"}), True),
+                           (None, True)):
+        properties = {"config": "release", "baseline_used": baseline} if baseline else {"config": "release"}
+        build = SimpleNamespace(getProperty=lambda name, default=None, properties=properties:
+                                properties.get(name, default))
+        assert all(by_name[n].kwargs["doStepIf"](build) is runs for n in plain_steps), baseline
+        assert by_name["baseline"].kwargs["doStepIf"](build) is True
+        verdict = by_name["test-verdict"].kwargs["command"]
+        rendered = [arg for arg in verdict if callable(getattr(arg, "getRenderingFor", None))]
+        props = Properties(builddir="/b", **properties)
+        compared = [rendered_arg for arg in rendered
+                    for rendered_arg in [defer.maybeDeferred(props.render, arg).result]]
+        # The verdict has a baseline either way: the plain build's run, or the distribution's packages.
+        assert ["--baseline", "/b/work-plain"] in compared, compared
+
+
 def test_schedulers_release_nightly_and_fan_out(two_platforms):
     schedulers = {s.name: s for s in two_platforms.schedulers.values()}
     release = schedulers["release"]

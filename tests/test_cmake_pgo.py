@@ -332,7 +332,16 @@ add_executable(mini main.c)
 target_link_libraries(mini core)
 install(TARGETS mini DESTINATION bin)
 install(FILES core.c DESTINATION ${MINI_ETC})
+# A part the training never runs, which the instrumented build leaves out (as MariaDB's leaves out
+# the plugins its training does not load).
+option(MINI_TOOLS "Build mini-tools" ON)
+if(MINI_TOOLS)
+  add_executable(mini-tools main.c)
+  target_link_libraries(mini-tools core)
+  install(TARGETS mini-tools DESTINATION bin)
+endif()
 pgo_training(PRODUCT mini VERSION 1.0.0 HOT_DIRS CMakeFiles/core.dir INSTALL
+  CMAKE_ARGS -DMINI_TOOLS=OFF
   COMMAND ${PGO_INSTRUMENTED_PREFIX}/bin/mini ${MINI_TRAINING})
 """,
     "core.c": "int core(int n) { int s = 0; for (int i = 0; i < n; i++) s += i % 7 ? i : -i; return s; }\n",
@@ -369,6 +378,11 @@ def test_an_installed_training_and_the_training_s_failures(tmp_path):
         # Installed for the training with DESTDIR: an absolute destination stays in the stage.
         assert (build / "pgo" / "stage" / etc.relative_to("/") / "core.c").is_file()
         assert not etc.exists()
+        # CMAKE_ARGS reach the instrumented build only: it left mini-tools out, this tree built it.
+        assert (build / "pgo" / "stage" / "bin" / "mini").is_file()
+        assert not list((build / "pgo" / "stage").rglob("mini-tools"))
+        assert not list((build / "pgo" / "instrumented").glob("mini-tools"))
+        assert (build / "mini-tools").is_file()
     finally:
         shutil.rmtree(etc, ignore_errors=True)
 

@@ -200,6 +200,15 @@ def bench_verdict_summary(result: Mapping[str, Any]) -> str:
     return f"{verdict['summary']} ({verdict['outcome']});"
 
 
+def baseline_summary(record: Mapping[str, Any]) -> str:
+    """What a release's baseline is (`pgo baseline`'s record, protocol.BASELINE_RECORD): the distribution's
+    packages of the version it built, or the plain build and why."""
+    if record["kind"] == "distribution":
+        return (f"baseline: the distribution's {record['source']} {record['version']} ({len(record['packages'])} "
+                f"packages, {record['server_version']});")
+    return f"baseline: the plain build ({record['why']});"
+
+
 def latest_version(version, how):
     """Which version `--version latest` is (pgo/cli.py); the Buildbot step that resolves it reads the
     record `pgo latest --record` writes (pgo/base/protocol.py version_record) instead."""
@@ -225,9 +234,18 @@ def test_verdict(verdict: Mapping[str, Any]) -> str:
     return tagged("test-verdict", f"{verdict['set']} {outcome}: {verdict_body(verdict)}")
 
 
+# What the test verdict compares with unless told (pgo/build/testrun.py verdict): else the distribution's packages.
+PLAIN_BASELINE = "the plain build"
+
+
 def verdict_body(verdict: Mapping[str, Any]) -> str:
     c, b = verdict["candidate"], verdict["baseline"]
-    plain = f"plain build {b['passed']} passed, {b['failed']} failed" if b else "no plain build"
+    against = verdict.get("against", PLAIN_BASELINE)
+    if against == PLAIN_BASELINE:
+        plain = f"plain build {b['passed']} passed, {b['failed']} failed" if b else "no plain build"
+    else:
+        plain = (f"its failures again on {against}: {b['passed']} passed, {b['failed']} failed" if b else
+                 f"no failure to run again on {against}")
     environment = verdict["environment_failures"]
     shared = (f"; failing on both (environment, at most {verdict['max_environment_failures']}): "
               f"{', '.join(environment)}" if environment else "")

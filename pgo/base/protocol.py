@@ -50,6 +50,9 @@ TRAINING_COUNTS = "training-counts.json"
 BOLT_CHECK = "bolt.json"
 ARCHIVE_RECORD = "archive.json"
 BUILD_INFO = "build-info.json"
+# ... in a release's baseline work directory (`pgo baseline`): what the baseline is, the distribution's
+# packages or the plain build
+BASELINE_RECORD = "baseline.json"
 # What a phase proved (optimized, plain, bolt) or installed (stage), by checksum: every ELF file and
 # static archive of its tree. What stage installs, the tests run and `pgo package` ships must still be it.
 OPTIMIZED_OUTPUTS, PLAIN_OUTPUTS, BOLT_OUTPUTS, STAGE_OUTPUTS = (

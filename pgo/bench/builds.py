@@ -87,7 +87,9 @@ def stage(label, tree, prefix):
     if cmake is None:
         raise InfraError(f"build {label}: cmake is needed to stage the build tree {tree}")
     shutil.rmtree(prefix, ignore_errors=True)
-    result = process.run([cmake, "--install", tree, "--prefix", prefix], error=InfraError)
+    # With DESTDIR, so that a layout's absolute destinations (/etc in Debian's, -DDEB) land inside the
+    # staged tree too, never in this machine's.
+    result = process.run([cmake, "--install", tree, "--prefix", "/"], env={"DESTDIR": str(prefix)}, error=InfraError)
     if result.returncode != 0:
         last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise InfraError(f"build {label}: cmake --install {tree} failed: {last[0]}")

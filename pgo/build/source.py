@@ -300,6 +300,22 @@ def newest_debian_version(package, line, suite, log=None, add_entry=True):
                         + "; ".join(skipped) + " (give a source you have with --source: a tarball or a directory)")
 
 
+def served_versions(binaries, suite=None):
+    """{binary package: [the versions apt serves of it]} (apt-cache madison), from any suite, or only from
+    `suite` and its updates (bookworm, bookworm-security, ...)."""
+    shown = process.run(["apt-cache", "madison", *binaries]).stdout
+    served = {}
+    for line in shown.splitlines():
+        row = [cell.strip() for cell in line.split("|")]
+        if len(row) != 3 or not row[2].endswith(" Packages"):
+            continue
+        parts = row[2].split()
+        where = parts[1].split("/")[0] if len(parts) > 1 else ""
+        if suite is None or where == suite or where.startswith(suite + "-"):
+            served.setdefault(row[0], []).append(row[1])
+    return served
+
+
 def require_served(package, full):
     """Refuse a version asked for by name whose source apt lists but the archive does not serve."""
     why = unserved(package, full)

@@ -22,15 +22,15 @@ import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pgo import PipelineError
 from pgo.base import lines, process
 from pgo.base.atomic import write_json
-from pgo.base.protocol import JUNIT, SKIP_LIST, TEST_RESULTS, TEST_VERDICT
-from pgo.base.runner import CommandTimedOut
+from pgo.base.protocol import BASELINE_RECORD, JUNIT, SKIP_LIST, STATE, TEST_RESULTS, TEST_VERDICT
+from pgo.base.runner import CommandTimedOut, PhaseLog
 from pgo.core import contract
 from pgo.core.config import TESTS_DIR, TestSet, TestSuite
 from pgo.core.contract import PhaseContext
@@ -424,12 +424,21 @@ def judge(candidate: Workdir, baseline: Workdir | None, set_name: str | None = N
           max_environment_failures: int | None = None) -> dict[str, Any]:
     """`pgo test-verdict`: judge the candidate work directory's results of a test set (default: its own)
     against the baseline's (a work directory, or None); record the verdict beside the results, print
-    it, and refuse the build it does not pass."""
+    it, and refuse the build it does not pass.
+
+    A baseline that is the distribution's packages (`pgo baseline`) ran no test set: the tests that
+    failed on the candidate run again on it, and only those (distribution_rerun)."""
     settings = candidate.load_settings()
-    chosen = chosen_set(contract.resolved_config(candidate).product, settings, set_name)
-    plain = load_results(baseline, chosen.name) if baseline else None
+    product = contract.resolved_config(candidate).product
+    chosen = chosen_set(product, settings, set_name)
     limit = chosen.max_environment_failures if max_environment_failures is None else max_environment_failures
-    judged = verdict(load_results(candidate, chosen.name), plain, limit)
+    results = load_results(candidate, chosen.name)
+    distribution = distribution_baseline(baseline) if baseline else None
+    if distribution:
+        against = f"the distribution's build ({distribution['source']} {distribution['version']})"
+        judged = verdict(results, distribution_rerun(results, baseline, test_suite(product), chosen), limit, against)
+    else:
+        judged = verdict(results, load_results(baseline, chosen.name) if baseline else None, limit)
     write_json(results_dir(candidate, chosen.name) / VERDICT, judged)
     print(lines.test_verdict(judged), flush=True)
     if not judged["passed"]:
@@ -440,8 +449,9 @@ def judge(candidate: Workdir, baseline: Workdir | None, set_name: str | None = N
     return judged
 
 
-def verdict(candidate, baseline, max_environment_failures):
-    """Refuse a build that fails a test the plain build passes, or too many tests both fail.
+def verdict(candidate, baseline, max_environment_failures, against=lines.PLAIN_BASELINE):
+    """Refuse a build that fails a test the baseline (`against`: the plain build, or the distribution's)
+    passes, or too many tests both fail.
 
     Without a baseline every failure is the build's: nothing tells it from the environment's.
     """
@@ -453,15 +463,48 @@ def verdict(candidate, baseline, max_environment_failures):
     if not candidate["counts"]["passed"]:
         problems.append(f"no test of set {candidate['set']} passed on the optimised build")
     for failure in own:
-        where = ("the plain build passes it" if plain.get(failure["test"]) == "passed" else
-                 "the plain build did not run it" if baseline else "no plain build to compare with")
+        where = (f"{against} passes it" if plain.get(failure["test"]) == "passed" else
+                 f"{against} did not run it" if baseline else f"no {against.removeprefix('the ')} to compare with")
         problems.append(f"{failure['test']} fails on the optimised build ({where}): {failure['first_error']}")
     if len(shared) > max_environment_failures:
-        problems.append(f"{len(shared)} tests fail on the plain build too, above the limit of "
+        problems.append(f"{len(shared)} tests fail on {against} too, above the limit of "
                         f"{max_environment_failures} for set {candidate['set']}: the machine is not fit to test "
                         f"on ({', '.join(f['test'] for f in shared[:5])})")
-    return {"passed": not problems, "problems": problems, "set": candidate["set"],
+    return {"passed": not problems, "problems": problems, "set": candidate["set"], "against": against,
             "candidate": candidate["counts"], "baseline": baseline["counts"] if baseline else None,
             "build_only_failures": [f["test"] for f in own], "environment_failures": [f["test"] for f in shared],
             "flaky": candidate["flaky"], "max_environment_failures": max_environment_failures}
 
+
+# --- a distribution's packages as the baseline (pgo/build/baseline.py) ---------------------------------
+
+def distribution_baseline(baseline: Workdir) -> dict[str, Any] | None:
+    """The baseline record of a folder that holds the distribution's packages instead of a plain build."""
+    path = baseline.root / BASELINE_RECORD
+    if (baseline.root / STATE).is_file() or not path.is_file():
+        return None
+    record = read_json(path)
+    return record if record.get("kind") == "distribution" else None
+
+
+def distribution_rerun(candidate, baseline: Workdir, suite: TestSuite, chosen: TestSet) -> dict[str, Any] | None:
+    """The tests that failed on the optimised build, run again, and only they, on the distribution's packages
+    unpacked in the baseline's staged tree (their mariadb-test package's runner and suites), as the test set
+    runs them: its results, in the baseline's tests/<set>-rerun/. None when no test failed: nothing to ask."""
+    failed = sorted({f["test"] for f in candidate["failed"]})
+    if not failed:
+        return None
+    rerun = replace(chosen, args=(*chosen.args, *failed))
+    out = results_dir(baseline, f"{chosen.name}-rerun")
+    planned = plan_tree(suite, rerun, baseline.stage, out, "the distribution's packages", "the distribution")
+    print(lines.tagged("test-verdict", f"running the {len(failed)} tests that failed on the optimised build on the "
+                       f"distribution's packages: {', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}"),
+          flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = PhaseLog(out.parent / f"{chosen.name}-rerun.log", "test-verdict")
+    try:
+        results = execute(planned, log)
+    finally:
+        log.close()
+    write_json(out / RESULTS, results)
+    return results

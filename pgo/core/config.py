@@ -35,6 +35,9 @@ class Product:
     # Plugins the stage links from one folder into another, as the distribution's install step does
     # ([products.X.stage_links]): {"from": folder, "into": glob of folders, "names": [...]}.
     stage_links: dict | None = None
+    # The distribution's binary packages whose files are the server a user installs: a release's
+    # baseline when its configuration builds as the distribution does (`pgo baseline`).
+    baseline_packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class BuildConfig:
     # staged trees and test runs, the benchmark), measured: `pgo resume`, a release's first step, refuses
     # to start one with less free there. None: not checked.
     disk_gib: float | None = None
+    # Built as the distribution builds its own server (its options, rules and compiler): a release's
+    # benchmark may take the distribution's packages of the same version as its baseline (`pgo baseline`).
+    distribution_baseline: bool = False
 
     def variant_cmake_args(self, variant):
         """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
@@ -204,7 +210,7 @@ def default_config(data=None):
 # definitions refuse theirs), and those of its `reduced` table.
 CONFIG_KEYS = ("product", "line", "inherits", "cmake", "reduced", "lto", "bolt", "debian_rules", "debian_patches",
                "generator", "compile_flags", "link_flags", "trained_dirs", "features_off", "features_required",
-               "disk_gib")
+               "disk_gib", "distribution_baseline")
 REDUCED_KEYS = ("cmake", "variants")
 RETIRED_KEYS = ("debian_suite",)    # refused below, with what replaced it
 
@@ -260,10 +266,14 @@ def build_config(name, data=None):
         # Which release's source carries a line is the platform table's to say, once.
         raise PipelineError(f"configuration '{name}': debian_suite is no longer set here; the suite of line "
                             f"{line}'s source is the release that ships it ({platforms.PLATFORMS_FILE.name} lines)")
-    switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules", "debian_patches")}
+    switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules", "debian_patches",
+                                              "distribution_baseline")}
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
             raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
+    if switches["distribution_baseline"] and not switches["debian_patches"]:
+        raise PipelineError(f"configuration '{name}': distribution_baseline needs debian_patches = true: the "
+                            "distribution's packages are a baseline only of its own source, built as it builds it")
     generator = nearest("generator") or "Ninja"
     if generator not in GENERATORS:
         raise PipelineError(f"configuration '{name}': generator {generator!r} is not one the pipeline runs "
@@ -323,6 +333,7 @@ def product(name, data=None):
             setup_counters=p.get("setup_counters"),
             tests=test_suite(p["tests"]) if "tests" in p else None,
             stage_links=stage_links(name, p.get("stage_links")),
+            baseline_packages=tuple(p.get("baseline_packages", ())),
         )
     except KeyError as e:
         raise PipelineError(f"product '{name}' lacks the setting {e}") from e

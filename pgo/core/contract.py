@@ -28,6 +28,7 @@ from pgo.base.checksums import sha256_file
 # The work directory's names are the protocol's (the master reads some of them): pgo/base/protocol.py.
 from pgo.base.protocol import (
     ARCHIVE_RECORD,
+    BASELINE_RECORD,
     BINTAR_TREE,
     BOLT_CHECK,
     BOLT_OUTPUTS,
@@ -170,6 +171,10 @@ ITEMS = (
          "the bintar's tree of a build whose layout installs to absolute paths (Debian's): configured with the "
          "checked build tree's CMake command plus the bintar recipe's standalone layout, never compiled, the build "
          "tree's other files hard-linked in; made again each time"),
+    Item(BASELINE_RECORD, ("pgo baseline",), ("the master", "pgo test-verdict"),
+         "in a release's baseline work directory: whether the baseline is the distribution's packages (which, their "
+         "checksums, the server's version) or the plain build (and why); with the distribution's, `debs/` holds the "
+         "packages and `stage` their files, and no phase runs there"),
     Item(PACKAGE_INFO, ("pgo package",), ("pgo prove",),
          "in a published folder, not the work directory: build-info.json's identity and check, and the packages"),
 )

@@ -205,12 +205,10 @@ def binary_names(name, version, ours):
 def served_names(name, binaries, version):
     """The binaries apt serves at `version` (apt-cache madison); none: an error that names the versions
     apt serves."""
-    shown = process.run(["apt-cache", "madison", *binaries]).stdout
-    rows = [[cell.strip() for cell in line.split("|")] for line in shown.splitlines()]
-    rows = [row for row in rows if len(row) == 3 and row[2].endswith(" Packages")]
-    served = {row[0] for row in rows if row[1] == version}
+    versions = source.served_versions(binaries)
+    served = {name for name, listed in versions.items() if version in listed}
     if not served:
-        known = sorted({row[1] for row in rows}) or ["none"]
+        known = sorted({v for listed in versions.values() for v in listed}) or ["none"]
         raise PipelineError(f"apt serves no binary package of {name} {version} (apt-cache madison of its "
                             f"packages lists {', '.join(known)}; a new upload needs apt-get update)")
     return [b for b in binaries if b in served]
