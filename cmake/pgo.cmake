@@ -52,7 +52,8 @@
 # TARGETS builds only those targets of the instrumented build, whose files are then under
 # ${PGO_INSTRUMENTED_BINARY_DIR}; INSTALL builds all of it and installs it under
 # ${PGO_INSTRUMENTED_PREFIX} (with DESTDIR, so that absolute destinations stay inside it too).
-# The commands run one after the other in ${PGO_WORK_DIR}; the build fails if one fails. A
+# The commands run one after the other in ${PGO_WORK_DIR}; the build fails if one fails. Each
+# training starts with ${PGO_TRAINING_WORK_DIR} empty, for what the commands write (a datadir). A
 # program the training builds itself against the instrumented libraries links with
 # -fprofile-generate=${PGO_TRAINING_DIR}, where the instrumented build writes its counters.
 # MATCH_OPTIONS defaults to CMAKE_BUILD_TYPE.
@@ -227,7 +228,13 @@ FUNCTION(PGO_STEP_IDENTIFY)
     LIST(SORT listed)
     FOREACH(file IN LISTS listed)
       FILE(SIZE "${root}/${file}" size)
-      FILE(TIMESTAMP "${root}/${file}" time "%s.%f")
+      IF(size LESS 65536 AND NOT "${file}" MATCHES "\\.o$")
+        # A small file a build writes again each time with the same text (MariaDB's Docs/INFO_BIN) by its
+        # text: its time would train again after every build.
+        FILE(SHA256 "${root}/${file}" time)
+      ELSE()
+        FILE(TIMESTAMP "${root}/${file}" time "%s.%f")
+      ENDIF()
       STRING(APPEND lines "${root}/${file} ${size} ${time}\n")
     ENDFOREACH()
   ENDFOREACH()
@@ -238,9 +245,10 @@ ENDFUNCTION()
 # The training, its check, and the profile this tree compiles with.
 FUNCTION(PGO_STEP_TRAIN)
   SET(training "${PGO_TRAINING_DIR}")
-  # libgcov adds a run's counters to the .gcda it finds: an earlier training's would count twice.
-  FILE(REMOVE_RECURSE "${training}")
-  FILE(MAKE_DIRECTORY "${training}")
+  # libgcov adds a run's counters to the .gcda it finds: an earlier training's would count twice. A
+  # training after another (the instrumented build changed) starts as the first did.
+  FILE(REMOVE_RECURSE "${training}" "${PGO_TRAINING_WORK_DIR}")
+  FILE(MAKE_DIRECTORY "${training}" "${PGO_TRAINING_WORK_DIR}")
   FOREACH(number IN LISTS PGO_COMMANDS)
     SET(command ${PGO_COMMAND_${number}})
     LIST(JOIN command " " shown)
@@ -432,6 +440,7 @@ SET(PGO_WORK_DIR "${CMAKE_BINARY_DIR}/pgo")
 SET(PGO_INSTRUMENTED_BINARY_DIR "${PGO_WORK_DIR}/instrumented")
 SET(PGO_INSTRUMENTED_PREFIX "${PGO_WORK_DIR}/stage")
 SET(PGO_TRAINING_DIR "${PGO_WORK_DIR}/training")
+SET(PGO_TRAINING_WORK_DIR "${PGO_WORK_DIR}/training-work")
 
 FUNCTION(PGO_TRAINING)
   # Recorded for PGO_FINISH, which runs when the top folder's CMakeLists.txt has been read.
@@ -502,6 +511,34 @@ ENDIF()
 
 IF(CMAKE_VERSION VERSION_LESS 3.19)
   PGO_FAIL("profile-guided optimisation needs CMake 3.19 or later, this is CMake ${CMAKE_VERSION}")
+ENDIF()
+# What this build was given, for the instrumented build (PGO_FORWARDED_CACHE): the cache entries there
+# are when the project includes this file, before it configures its parts. An entry the project makes
+# later is made again by the instrumented build's own configure, as here: forwarded, it would configure
+# that build otherwise. (MariaDB's mysql_release.cmake sets PLUGIN_FEDERATEDX=STATIC as a variable
+# that its plugin.cmake's CACHE entry, DYNAMIC when new, replaces, but leaves in place when the entry
+# exists: the instrumented federatedx became static, the optimised one a module, and GCC 12.2 crashed on
+# the profile of the one for the other.) On a later configure, the entries that were not there at the end
+# of the last one are given too.
+IF("${PGO_MODE}" STREQUAL "train")
+  GET_CMAKE_PROPERTY(pgo_cache_names CACHE_VARIABLES)
+  IF(NOT DEFINED CACHE{PGO_GIVEN_CACHE})
+    # CMake writes its version into a cache it saved: a folder configured before without WITH_PGO.
+    IF(DEFINED CACHE{CMAKE_CACHE_MAJOR_VERSION})
+      MESSAGE(WARNING " PGO: ${CMAKE_BINARY_DIR} was configured before without WITH_PGO: its instrumented build "
+                      "takes all of its cache, what the project made of it too, and may be configured otherwise "
+                      "than this one; configure WITH_PGO in a new folder")
+    ENDIF()
+    SET(PGO_GIVEN_CACHE "${pgo_cache_names}" CACHE INTERNAL "cache entries given to this build (pgo.cmake)")
+  ELSE()
+    SET(pgo_given "$CACHE{PGO_GIVEN_CACHE}")
+    FOREACH(pgo_name IN LISTS pgo_cache_names)
+      IF(NOT pgo_name IN_LIST PGO_SEEN_CACHE AND NOT pgo_name IN_LIST pgo_given)
+        LIST(APPEND pgo_given "${pgo_name}")
+      ENDIF()
+    ENDFOREACH()
+    SET(PGO_GIVEN_CACHE "${pgo_given}" CACHE INTERNAL "cache entries given to this build (pgo.cmake)")
+  ENDIF()
 ENDIF()
 # The commands CMake generated, per object (compile_commands.json): with each object's own record
 # of its options, what a check of the finished build compares (the pipeline's pgo adopt-debs).
@@ -623,14 +660,19 @@ FUNCTION(PGO_DEPEND_ON_PROFILE target stamp)
   ENDIF()
 ENDFUNCTION()
 
-# The cache of this build, for the instrumented one: the same compiler, build type, flags and
-# options, so that both compile the same code. Left out: what CMake and the configure checks
-# keep for themselves (INTERNAL, STATIC), this module's settings, and values that name this
-# build tree (the instrumented tree makes its own).
+# The cache this build was given (PGO_GIVEN_CACHE), with its values now, for the instrumented one: the
+# same compiler, build type, flags and options, configured as this build was, so that both compile the
+# same code. Left out: what CMake and the configure checks keep for themselves (INTERNAL, STATIC), this
+# module's settings, and values that name this build tree (the instrumented tree makes its own).
 FUNCTION(PGO_FORWARDED_CACHE out)
   GET_CMAKE_PROPERTY(names CACHE_VARIABLES)
+  # What the next configure compares the entries it is given with.
+  SET(PGO_SEEN_CACHE "${names}" CACHE INTERNAL "cache entries at the end of the last configure (pgo.cmake)")
   SET(script "# Written by pgo.cmake: the cache of ${CMAKE_BINARY_DIR}, for its instrumented build.\n")
   FOREACH(name IN LISTS names)
+    IF(NOT name IN_LIST PGO_GIVEN_CACHE)
+      CONTINUE()
+    ENDIF()
     GET_PROPERTY(type CACHE "${name}" PROPERTY TYPE)
     GET_PROPERTY(value CACHE "${name}" PROPERTY VALUE)
     IF(type MATCHES "^(INTERNAL|STATIC)$" OR name MATCHES "^(WITH_PGO|PGO_.*)$")
@@ -1074,7 +1116,8 @@ FUNCTION(PGO_ADD_TRAINING hot_dirs)
   ExternalProject_Add_StepDependencies(pgo-instrumented configure "${PGO_WORK_DIR}/instrumented-cache.cmake")
 
   SET(settings "# Written by pgo.cmake: what the build steps of ${CMAKE_BINARY_DIR} read.\n")
-  FOREACH(name PGO_WORK_DIR PGO_INSTRUMENTED_BINARY_DIR PGO_INSTRUMENTED_PREFIX PGO_TRAINING_DIR)
+  FOREACH(name PGO_WORK_DIR PGO_INSTRUMENTED_BINARY_DIR PGO_INSTRUMENTED_PREFIX PGO_TRAINING_DIR
+               PGO_TRAINING_WORK_DIR)
     PGO_SET_LINE(${name} line ${${name}})
     STRING(APPEND settings "${line}")
   ENDFOREACH()

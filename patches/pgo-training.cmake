@@ -22,15 +22,15 @@ PGO_TRAINING(PRODUCT mariadb VERSION "${MAJOR_VERSION}.${MINOR_VERSION}.${PATCH_
   # libgcov writes its counters; configuring it runs the instrumented mariadb_config, no part of
   # the workload: its counters go to setup-counters (GCOV_PREFIX), as the bootstrap's do
   # (profile_load --setup-counters).
-  COMMAND sh -c "GCOV_PREFIX=\"$0\" exec \"$@\"" "${PGO_WORK_DIR}/setup-counters"
+  COMMAND sh -c "GCOV_PREFIX=\"$0\" exec \"$@\"" "${PGO_TRAINING_WORK_DIR}/setup-counters"
           "${CMAKE_COMMAND}" -S "${CMAKE_SOURCE_DIR}/support-files/pgo/profile_load"
           -B "${PGO_WORK_DIR}/profile_load" "-DMARIADB_ROOT=${PGO_INSTRUMENTED_PREFIX}"
           "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}"
           "-DCMAKE_EXE_LINKER_FLAGS=-fprofile-generate=${PGO_TRAINING_DIR}"
   COMMAND "${CMAKE_COMMAND}" --build "${PGO_WORK_DIR}/profile_load"
   COMMAND "${PGO_WORK_DIR}/profile_load/profile_load" --basedir "${PGO_INSTRUMENTED_PREFIX}"
-          --workdir "${PGO_WORK_DIR}/train-dynamic" --setup-counters "${PGO_WORK_DIR}/setup-counters"
-          --report "${PGO_WORK_DIR}/train-report.json")
+          --workdir "${PGO_TRAINING_WORK_DIR}/profile_load"
+          --setup-counters "${PGO_TRAINING_WORK_DIR}/setup-counters" --report "${PGO_WORK_DIR}/train-report.json")
 
 # The version comment (SELECT @@version_comment) says what the build is, as the PGO pipeline's own
 # builds do: "PGO build, profile <id>" with a published profile, "PGO build, trained in this build"

@@ -328,6 +328,12 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/pgo.cmake)
 set(MINI_TRAINING run CACHE STRING "What the training asks of the program")
 set(MINI_ETC "" CACHE PATH "An absolute destination of the install")
 add_library(core STATIC core.c)
+# A variable set before an entry of the same name is cached, as MariaDB's mysql_release.cmake sets
+# PLUGIN_FEDERATEDX=STATIC before its plugin.cmake caches the plugin's kind: a new entry replaces the
+# variable, an existing one does not (policy CMP0126 unset).
+set(MINI_KIND static)
+set(MINI_KIND dynamic CACHE STRING "How core is built")
+target_compile_definitions(core PRIVATE MINI_KIND_${MINI_KIND})
 add_executable(mini main.c)
 target_link_libraries(mini core)
 install(TARGETS mini DESTINATION bin)
@@ -340,9 +346,13 @@ if(MINI_TOOLS)
   target_link_libraries(mini-tools core)
   install(TARGETS mini-tools DESTINATION bin)
 endif()
+# A file every build writes again with the same text, as MariaDB's Docs/INFO_BIN.
+add_custom_target(info ALL COMMAND ${CMAKE_COMMAND} -E echo "mini 1.0.0" > info.txt VERBATIM)
 pgo_training(PRODUCT mini VERSION 1.0.0 HOT_DIRS CMakeFiles/core.dir INSTALL
   CMAKE_ARGS -DMINI_TOOLS=OFF
-  COMMAND ${PGO_INSTRUMENTED_PREFIX}/bin/mini ${MINI_TRAINING})
+  COMMAND ${PGO_INSTRUMENTED_PREFIX}/bin/mini ${MINI_TRAINING}
+  # A datadir the training wants new each time, as profile_load's.
+  COMMAND mkdir ${PGO_TRAINING_WORK_DIR}/data)
 """,
     "core.c": "int core(int n) { int s = 0; for (int i = 0; i < n; i++) s += i % 7 ? i : -i; return s; }\n",
     "main.c": """#include <stdio.h>
@@ -383,8 +393,32 @@ def test_an_installed_training_and_the_training_s_failures(tmp_path):
         assert not list((build / "pgo" / "stage").rglob("mini-tools"))
         assert not list((build / "pgo" / "instrumented").glob("mini-tools"))
         assert (build / "mini-tools").is_file()
+        # Built again, unchanged: no training again. Changed: a new training, from an empty training folder.
+        assert "PGO: training" not in succeeded(build_tree(build))
+        (source / "core.c").write_text(MINI["core.c"].replace("i % 7", "i % 5"))
+        output = succeeded(build_tree(build))
+        assert "PGO: training" in output and "1 of 1 hot objects (100%) compiled with their .gcda" in output
     finally:
         shutil.rmtree(etc, ignore_errors=True)
+
+
+def test_the_instrumented_build_is_configured_as_this_one_was(tmp_path):
+    """It is given what this build was given, and makes the rest itself, as this build did: given this build's
+    own entries too, a project that sets a variable before caching an entry of its name (MINI_KIND, as MariaDB's
+    PLUGIN_FEDERATEDX) would configure it otherwise, and compile other code than the profile is used on."""
+    source, build = tmp_path / "mini", tmp_path / "build"
+    (source / "cmake").mkdir(parents=True)
+    shutil.copy(MODULE, source / "cmake" / "pgo.cmake")
+    for name, text in MINI.items():
+        (source / name).write_text(text)
+    succeeded(configure(build, "-DWITH_PGO=ON", f"-DMINI_ETC={tmp_path / 'etc'}", source=source))
+    succeeded(build_tree(build))
+    for tree in (build, build / "pgo" / "instrumented"):
+        commands = json.loads((tree / "compile_commands.json").read_text())
+        (core,) = [c["command"] for c in commands if c["file"].endswith("core.c")]
+        assert "-DMINI_KIND_dynamic" in core, (tree, core)
+    given = (build / "pgo" / "instrumented-cache.cmake").read_text()
+    assert "SET(MINI_ETC " in given and "MINI_KIND" not in given and "MINI_TRAINING" not in given
 
 
 PATCHES = REPO / "patches"
