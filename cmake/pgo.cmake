@@ -204,39 +204,30 @@ ENDFUNCTION()
 # Build steps: this file run as a script (cmake -DPGO_STEP=<step> -DPGO_SETTINGS=<file> -P).
 # ---------------------------------------------------------------------------------------------
 
-# After the instrumented build: an identity of what it compiled, linked and installed (each
-# file's path, size and time), written only when it changed, so that the training runs again
-# only then. Not the build system's own files: a configure that changes no object, or a build
-# tool's records (Ninja's log, make's header dependencies and progress), changes no profile.
+# After the instrumented build: an identity of what it compiled and linked (each object's, program's and
+# library's path, size and time), written only when it changed, so that the training runs again only
+# then. Not the text files a build writes again each time (MariaDB's Docs/INFO_BIN says when it was
+# built), nor the installed copies: an install of the same programs copies those again when it edited
+# their RPATH, and they are what the build tree linked.
 FUNCTION(PGO_STEP_IDENTIFY)
   FILE(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${PGO_INSTRUMENTED_BINARY_DIR}"
        "${PGO_INSTRUMENTED_BINARY_DIR}/*")
   SET(objects ${files})
   LIST(FILTER objects INCLUDE REGEX "(^|/)CMakeFiles/.*\\.o$")
   LIST(FILTER files EXCLUDE REGEX "(^|/)CMakeFiles/")
-  STRING(CONCAT build_system "(^|/)(Makefile|[^/]*\\.ninja|\\.ninja_log|\\.ninja_deps|CMakeCache\\.txt|[^/]*\\.cmake|"
-                              "install_manifest\\.txt|compile_commands\\.json|[^/]*\\.log)$")
-  LIST(FILTER files EXCLUDE REGEX "${build_system}")
-  SET(lines "")
-  FOREACH(root "${PGO_INSTRUMENTED_BINARY_DIR}" "${PGO_INSTRUMENTED_PREFIX}")
-    IF("${root}" STREQUAL "${PGO_INSTRUMENTED_PREFIX}")
-      FILE(GLOB_RECURSE installed LIST_DIRECTORIES false RELATIVE "${root}" "${root}/*")
-      SET(listed ${installed})
-    ELSE()
-      SET(listed ${objects} ${files})
+  SET(linked)
+  FOREACH(file IN LISTS files)
+    # A program or a shared library (ELF), or a static library (ar): the rest is no code.
+    FILE(READ "${PGO_INSTRUMENTED_BINARY_DIR}/${file}" magic LIMIT 4 HEX)
+    IF(magic MATCHES "^(7f454c46|213c6172)$")
+      LIST(APPEND linked "${file}")
     ENDIF()
-    LIST(SORT listed)
-    FOREACH(file IN LISTS listed)
-      FILE(SIZE "${root}/${file}" size)
-      IF(size LESS 65536 AND NOT "${file}" MATCHES "\\.o$")
-        # A small file a build writes again each time with the same text (MariaDB's Docs/INFO_BIN) by its
-        # text: its time would train again after every build.
-        FILE(SHA256 "${root}/${file}" time)
-      ELSE()
-        FILE(TIMESTAMP "${root}/${file}" time "%s.%f")
-      ENDIF()
-      STRING(APPEND lines "${root}/${file} ${size} ${time}\n")
-    ENDFOREACH()
+  ENDFOREACH()
+  SET(lines "")
+  FOREACH(file IN LISTS objects linked)
+    FILE(SIZE "${PGO_INSTRUMENTED_BINARY_DIR}/${file}" size)
+    FILE(TIMESTAMP "${PGO_INSTRUMENTED_BINARY_DIR}/${file}" time "%s.%f")
+    STRING(APPEND lines "${file} ${size} ${time}\n")
   ENDFOREACH()
   STRING(SHA256 id "${lines}")
   PGO_WRITE_IF_CHANGED("${PGO_WORK_DIR}/instrumented.id" "${id}\n")

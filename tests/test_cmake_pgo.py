@@ -346,8 +346,9 @@ if(MINI_TOOLS)
   target_link_libraries(mini-tools core)
   install(TARGETS mini-tools DESTINATION bin)
 endif()
-# A file every build writes again with the same text, as MariaDB's Docs/INFO_BIN.
-add_custom_target(info ALL COMMAND ${CMAKE_COMMAND} -E echo "mini 1.0.0" > info.txt VERBATIM)
+# A file every build writes again, saying when, as MariaDB's Docs/INFO_BIN, and installs.
+add_custom_target(info ALL COMMAND date +%s.%N > info.txt VERBATIM)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/info.txt DESTINATION share)
 pgo_training(PRODUCT mini VERSION 1.0.0 HOT_DIRS CMakeFiles/core.dir INSTALL
   CMAKE_ARGS -DMINI_TOOLS=OFF
   COMMAND ${PGO_INSTRUMENTED_PREFIX}/bin/mini ${MINI_TRAINING}
