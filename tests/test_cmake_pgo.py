@@ -420,6 +420,10 @@ def test_the_instrumented_build_is_configured_as_this_one_was(tmp_path):
         assert "-DMINI_KIND_dynamic" in core, (tree, core)
     given = (build / "pgo" / "instrumented-cache.cmake").read_text()
     assert "SET(MINI_ETC " in given and "MINI_KIND" not in given and "MINI_TRAINING" not in given
+    # An entry given on a later configure is given to the instrumented build too; what the project made, still not.
+    succeeded(configure(build, "-DMINI_GIVEN_LATER=yes", source=source))
+    given = (build / "pgo" / "instrumented-cache.cmake").read_text()
+    assert "SET(MINI_GIVEN_LATER " in given and "MINI_KIND" not in given and "MINI_TRAINING" not in given
 
 
 PATCHES = REPO / "patches"

@@ -31,6 +31,7 @@ from pgo.base.checksums import sha256_file
 from pgo.base.readers import read_json
 from pgo.base.runner import say
 from pgo.build import source
+from pgo.core.config import server_binary
 from pgo.core.contract import resolved_config
 from pgo.core.workdir import Workdir
 
@@ -133,7 +134,7 @@ def distribution_wanted(candidate):
         listed = sorted(set().union(*served.values())) if served else []
         return (f"apt serves no {', '.join(missing)} {version} for {host or 'this machine'}'s release (it lists "
                 f"{', '.join(listed) or 'none'})"), None
-    return None, {"source_name": name, "version": version, "packages": packages}
+    return None, {"product": config.product.name, "source_name": name, "version": version, "packages": packages}
 
 
 def archive_dsc_sha256(package, version):
@@ -143,7 +144,7 @@ def archive_dsc_sha256(package, version):
     return found.group(1) if done.returncode == 0 and found else None
 
 
-def unpacked(out, source_name, version, packages):
+def unpacked(out, product, source_name, version, packages):
     """Download the packages, check each, unpack them as out/stage; the distribution's record."""
     shutil.rmtree(out / protocol.STAGE, ignore_errors=True)
     shutil.rmtree(out / DEBS, ignore_errors=True)
@@ -152,22 +153,13 @@ def unpacked(out, source_name, version, packages):
 
     def download(partial):
         partial.mkdir()
-        done = process.run(["apt-get", "download", "-q", *(f"{p}={version}" for p in packages)], cwd=partial,
-                           timeout=DOWNLOAD_SECONDS, what="apt-get download")
-        if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if line.startswith("E:")]
-            raise PipelineError(f"apt-get download of {source_name} {version} failed: "
-                                f"{(errors or done.stderr.strip().splitlines() or ['no message'])[-1]}")
-        for package in packages:
-            files = sorted(partial.glob(f"{package}_*.deb"))
-            if len(files) != 1:
-                raise PipelineError(f"apt-get download of {package} {version} wrote {len(files)} .debs")
-            fields = deb_fields(files[0])
+        for package, deb in source.apt_download(packages, version, partial, source_name, DOWNLOAD_SECONDS).items():
+            fields = deb_fields(deb)
             built_from = fields.get("Source", package).split()[0]
             if fields.get("Package") != package or fields.get("Version") != version or built_from != source_name:
-                raise PipelineError(f"{files[0].name} is {fields.get('Package')} {fields.get('Version')} of source "
+                raise PipelineError(f"{deb.name} is {fields.get('Package')} {fields.get('Version')} of source "
                                     f"{built_from}, not {package} {version} of {source_name}")
-            debs.append({"package": package, "file": files[0].name, "sha256": sha256_file(files[0])})
+            debs.append({"package": package, "file": deb.name, "sha256": sha256_file(deb)})
 
     atomic.place(out / DEBS, download)
 
@@ -181,10 +173,11 @@ def unpacked(out, source_name, version, packages):
             shutil.rmtree(root, ignore_errors=True)
 
     atomic.place(out / protocol.STAGE, unpack)
-    server = next((p for p in (out / protocol.STAGE / d / n for d in ("sbin", "bin") for n in ("mariadbd", "mysqld"))
-                   if p.is_file()), None)
+    # Where the product's server is in a staged tree (packaging/products.toml): the packages install under /usr.
+    staged = server_binary(product)["staged_binary"]
+    server = next((out / protocol.STAGE / path for path in staged if (out / protocol.STAGE / path).is_file()), None)
     if server is None:
-        raise PipelineError(f"the packages {', '.join(packages)} hold no server under /usr/sbin or /usr/bin")
+        raise PipelineError(f"the packages {', '.join(packages)} hold no {' or '.join(f'/usr/{p}' for p in staged)}")
     done = process.run([server, "--version"], timeout=60)
     if done.returncode != 0:
         raise PipelineError(f"the distribution's {server.name} does not run here: "

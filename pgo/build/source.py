@@ -316,6 +316,27 @@ def served_versions(binaries, suite=None):
     return served
 
 
+def apt_download(packages, version, folder, source_name, timeout):
+    """{package: its .deb} of `apt-get download package=version` of each package into folder (the
+    binary packages of source `source_name`); one error line when apt fails, or writes no .deb, or
+    more than one, of a package."""
+    done = process.run(["apt-get", "download", "-q", *(f"{p}={version}" for p in packages)], cwd=folder,
+                       timeout=timeout, what="apt-get download")
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("E:")]
+        raise PipelineError(f"apt-get download of {source_name} {version} failed: "
+                            f"{(errors or done.stderr.strip().splitlines() or ['no message'])[-1]}")
+    written = {p: sorted(Path(folder).glob(f"{p}_*.deb")) for p in packages}
+    missing = [p for p, files in written.items() if not files]
+    if missing:
+        raise PipelineError(f"apt-get download of {source_name} {version} wrote no .deb of {', '.join(missing)}")
+    twice = [p for p, files in written.items() if len(files) > 1]
+    if twice:
+        raise PipelineError(f"apt-get download of {source_name} {version} wrote more than one .deb of "
+                            f"{', '.join(twice)}")
+    return {p: files[0] for p, files in written.items()}
+
+
 def require_served(package, full):
     """Refuse a version asked for by name whose source apt lists but the archive does not serve."""
     why = unserved(package, full)

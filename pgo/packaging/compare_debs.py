@@ -171,15 +171,7 @@ def debian_set(ours, version, cache):
 
         def download(partial):
             partial.mkdir()
-            done = process.run(["apt-get", "download", "-q", *(f"{b}={version}" for b in served)], cwd=partial,
-                               timeout=DOWNLOAD_SECONDS, what="apt-get download")
-            errors = [line for line in done.stderr.splitlines() if line.startswith("E:")]
-            if done.returncode != 0:
-                raise PipelineError(f"apt-get download of {name} {version} failed: "
-                                    f"{(errors or done.stderr.strip().splitlines() or ['no message'])[-1]}")
-            missing = [b for b in served if not any(partial.glob(f"{b}_*.deb"))]
-            if missing:
-                raise PipelineError(f"apt-get download of {name} {version} wrote no .deb of {', '.join(missing)}")
+            source.apt_download(served, version, partial, name, DOWNLOAD_SECONDS)
             atomic.write_json(partial / DOWNLOAD, record)
 
         folder.parent.mkdir(parents=True, exist_ok=True)
