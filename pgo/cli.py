@@ -9,6 +9,7 @@
     pgo compare-debs --ours DIR --debian-version 1:10.11.19-0+deb12u1 --out DIR    our .debs beside Debian's
     pgo adopt-debs --changes X.changes --build-dir builddir --build-log LOG --out DIR    Debian's PGO debs, checked
     pgo baseline --candidate work --workdir work-plain    Debian's own server as the baseline, when served
+    pgo gains docs/gains/measurements.toml             the gain per CPU, a table from the benchmarks listed
 """
 
 import argparse
@@ -24,6 +25,7 @@ from pgo.base.errors import error_line, run_command
 from pgo.base.protocol import DEFAULT_TEST_SET, MAX_MISMATCH, MIN_HOT_COVERAGE, PhaseName
 from pgo.base.runner import say
 from pgo.base.versions import LATEST, validate_request
+from pgo.bench import gains
 from pgo.build import baseline, bolt, builddeps, configure_check, resume, reuse, source, testrun
 from pgo.build.phases import PHASES, PIPELINES, context, pipeline_name, pipeline_of, run_phases, runs
 from pgo.core import contract, toolchain
@@ -139,6 +141,7 @@ def make_parser():
     resume.register(sub)
     baseline.register(sub)
     bench.register(sub)
+    gains.register(sub)
     builddeps.register(sub)
     compare_debs.register(sub)
     configure_check.register(sub)
