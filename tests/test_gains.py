@@ -103,4 +103,6 @@ def test_a_list_that_is_no_list(tmp_path):
     (tmp_path / "measurements.toml").write_text(
         '[[measurement]]\nresult = "result.json"\nconfig = "c"\nversion = "1"\ncompared = "x"\n')
     refused(run_pgo("gains", tmp_path / "measurements.toml", check=False), "is not a benchmark result")
+    (tmp_path / "result.json").write_text('{"analysis": {"throughput": [{"workload": "oltp_read_only"}]}}')
+    refused(run_pgo("gains", tmp_path / "measurements.toml", check=False), "is not a benchmark result")
     assert not os.path.exists(tmp_path / "README.md")

@@ -87,6 +87,8 @@ def measurement(path, n, entry):
     try:
         result = json.loads(result_path.read_text(encoding="utf-8"))
         rows = tuple(result["analysis"]["throughput"])
+        if not all(readable(r) for r in rows):
+            raise ValueError
     except OSError as e:
         raise UsageError(f"{where}: cannot read {entry['result']} ({e.strerror})") from None
     except (ValueError, KeyError, TypeError):
@@ -105,6 +107,18 @@ def measurement(path, n, entry):
     return Measurement(entry["result"], entry["config"], entry["version"], entry["compared"], cpu, rows)
 
 
+def cell(text):
+    """A table cell's text: a `|` of the list's would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
+def readable(row):
+    """A row of result.json's analysis.throughput with what the tables print."""
+    return (isinstance(row, dict) and isinstance(row.get("workload"), str) and isinstance(row.get("threads"), int)
+            and isinstance(row.get("n"), int) and isinstance(row.get("ratio"), float)
+            and isinstance(row.get("verdict"), str) and "low" in row and "high" in row)
+
+
 def render(measurements):
     """The two tables: single thread at a glance, then every workload and concurrency measured."""
     ordered = sorted(measurements, key=lambda m: (m.cpu, m.config, m.version))
@@ -116,16 +130,18 @@ def render(measurements):
         single = {r["workload"]: r for r in m.rows if r["threads"] == 1}
         cells = [f"{interval(single[w])} ({single[w]['n']})" if w in single else "not measured"
                  for w in GLANCE_WORKLOADS]
-        glance.append(f"| {m.cpu} | {m.config} | {m.version} | {m.compared} | " + " | ".join(cells) + " |")
+        glance.append(f"| {cell(m.cpu)} | {cell(m.config)} | {cell(m.version)} | {cell(m.compared)} | "
+                      + " | ".join(cells) + " |")
     every = ["| CPU | configuration | MariaDB | compared | workload | threads | pairs | B/A [95% CI] | verdict "
              "| result |", "|---|---|---|---|---|---:|---:|---|---|---|"]
     for m in ordered:
         for r in sorted(m.rows, key=lambda r: (r["workload"], r["threads"])):
-            every.append(f"| {m.cpu} | {m.config} | {m.version} | {m.compared} | {r['workload']} | {r['threads']} | "
-                         f"{r['n']} | {interval(r)} | {r['verdict']} | `{m.source}` |")
+            every.append(f"| {cell(m.cpu)} | {cell(m.config)} | {cell(m.version)} | {cell(m.compared)} | "
+                         f"{r['workload']} | {r['threads']} | {r['n']} | {interval(r)} | {r['verdict']} | "
+                         f"`{cell(m.source)}` |")
     return "\n".join([
         "Single thread, the candidate's throughput over the baseline's (geometric mean of the paired "
-        "ratios, 95% interval; pairs in brackets):", "", *glance, "",
+        "ratios, 95% interval; pairs in parentheses):", "", *glance, "",
         "Every workload and concurrency the listed benchmarks measured:", "", *every])
 
 
