@@ -338,6 +338,18 @@ def test_release_whole_builds_the_whole_server_in_every_variant_with_a_fingerpri
     assert fingerprint(whole) != fingerprint(release)
 
 
+def test_release_lto_is_release_with_lto_in_every_variant_and_a_profile_of_its_own():
+    """Issue 47's PGO+LTO of the server that ships: release's options, reduced builds and packaging, plus LTO."""
+    release, lto = build_config("release"), build_config("release-lto")
+    assert lto.lto and not release.lto
+    for variant in ("instrumented", "optimized", "plain"):
+        assert lto.variant_cmake_args(variant) == release.variant_cmake_args(variant)
+    assert (lto.debian_rules, lto.debian_patches, lto.distribution_baseline, lto.generator) == \
+        (True, True, True, "Unix Makefiles")
+    assert lto.trained_dirs == release.trained_dirs and lto.line == release.line
+    assert fingerprint(lto) != fingerprint(release)
+
+
 # Options of debian/rules that are not the configuration's: the comment is the pipeline's, the suffix
 # Debian's revision (pgo/configs.toml [configs.release]).
 NOT_OURS = ("-DCOMPILATION_COMMENT=", "-DMYSQL_SERVER_SUFFIX=")
