@@ -632,6 +632,21 @@ def test_compiler_warnings_are_counted_and_classified():
     assert counts["functions_without_profile"] == 0
 
 
+def test_a_missing_profile_counts_against_the_object_gcc_names_when_compiles_print_over_each_other():
+    """make -j2 without --output-sync (debian/rules): a's warning comes after b's line. GCC named a's .gcda,
+    so a lost its profile and b did not; a .gcda of no object here (a compile elsewhere) is b's."""
+    log = """[ 10%] Building CXX object sql/CMakeFiles/sql.dir/a.cc.o
+[ 10%] Building CXX object sql/CMakeFiles/sql.dir/b.cc.o
+/src/sql/a.cc:1:1: warning: ‘/b/pgo/profile/sql#CMakeFiles#sql.dir#a.cc.gcda’ profile count data file not found [-Wmissing-profile]
+"""  # noqa: E501 (GCC's lines, verbatim)
+    objects = ["sql/CMakeFiles/sql.dir/a.cc", "sql/CMakeFiles/sql.dir/b.cc"]
+    counts = profile.compiler_warnings(log, ["sql"], Path("/src"), objects)
+    assert counts["missing_profile_hot"] == 1 and counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/a.cc"]
+    elsewhere = log.replace("/b/pgo/profile/sql#CMakeFiles#sql.dir#a.cc.gcda", "/tmp/icecc-1/#tmp#icecc-1#x.o.gcda")
+    counts = profile.compiler_warnings(elsewhere, ["sql"], Path("/src"), objects)
+    assert counts["missing_hot_objects"] == ["sql/CMakeFiles/sql.dir/b.cc"]
+
+
 def test_a_dropped_function_counts_against_the_object_whose_compile_printed_it():
     """GCC dropped the counters of an inline function of a header: the object being compiled loses them."""
     log = """[1/3] Building CXX object sql/CMakeFiles/sql.dir/a.cc.o

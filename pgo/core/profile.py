@@ -327,10 +327,7 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects, moved_keeps_prof
     than the training's (pgo adopt-debs), where GCC warns so for every function and still reads the
     counters of the public ones (those of the others it finds none of: missing, as above).
     """
-    missing = {object_of(Path(match.group(1)).name) for match in MISSING_PROFILE.finditer(log_text)}
-    # By the object whose compile said it, too: a compile that looked for its .gcda under another name
-    # (compiled to another output path, as distcc and icecc do in effect) names a file of no object here.
-    missing |= warned_objects(log_text, MISSING_PROFILE_SAID)
+    missing = missing_profile_objects(log_text, objects)
     functions_without = set(FUNCTION_WITHOUT_PROFILE.findall(log_text))
     sources = objects_by_source(objects)
     for source_file, _function in functions_without:
@@ -353,6 +350,30 @@ def compiler_warnings(log_text, hot_dirs, source_root, objects, moved_keeps_prof
             "functions_without_profile": len(functions_without),
             "coverage_mismatch": len(discarded), "source_moved": len(moved), "missing_hot_objects": missing_hot,
             "mismatch_hot_objects": hot_only(mismatched, hot_dirs)}
+
+
+def missing_profile_objects(log_text, objects):
+    """The objects whose compile found no .gcda: the one each `profile count data file not found` names.
+
+    GCC names the file it looked for, and that names the object when it is one of this build's: make -j
+    without --output-sync (as debian/rules builds) prints one compile's warning after another object's
+    line, so the line before it proves nothing then. A file of no object here (a compile to another
+    output path, as distcc and icecc do in effect) counts against the object whose compile printed it.
+    """
+    known = set(objects)
+    found, current = set(), None
+    for line in log_text.splitlines():
+        edge = BUILD_STEP.match(line)
+        if edge:
+            current = edge.group(1)
+        elif MISSING_PROFILE_SAID in line:
+            named = MISSING_PROFILE.search(line)
+            obj = object_of(Path(named.group(1)).name) if named else None
+            if obj:
+                found.add(obj)
+            if obj not in known and current:
+                found.add(current)
+    return found
 
 
 def hot_only(objects, hot_dirs):
