@@ -361,12 +361,9 @@ def missing_profile_objects(log_text, objects):
     output path, as distcc and icecc do in effect) counts against the object whose compile printed it.
     """
     known = set(objects)
-    found, current = set(), None
-    for line in log_text.splitlines():
-        edge = BUILD_STEP.match(line)
-        if edge:
-            current = edge.group(1)
-        elif MISSING_PROFILE_SAID in line:
+    found = set()
+    for current, line in compile_lines(log_text):
+        if MISSING_PROFILE_SAID in line:
             named = MISSING_PROFILE.search(line)
             obj = object_of(Path(named.group(1)).name) if named else None
             if obj:
@@ -388,14 +385,19 @@ BUILD_STEP = re.compile(r"^\[(?:\d+/\d+| *\d+%)\] (?:Building \S+ object (.+)\.o
 def warned_objects(log_text, marker, unless=None):
     """The objects whose compile printed a line holding `marker` (and not `unless`): wherever the
     warning points (a function of a header too), it is about the object being compiled."""
-    found, current = set(), None
+    return {current for current, line in compile_lines(log_text)
+            if current and marker in line and not (unless and unless in line)}
+
+
+def compile_lines(log_text):
+    """(the object being compiled, or None, line) for each line of a build log but its step lines."""
+    current = None
     for line in log_text.splitlines():
         edge = BUILD_STEP.match(line)
         if edge:
             current = edge.group(1)
-        elif current and marker in line and not (unless and unless in line):
-            found.add(current)
-    return found
+        else:
+            yield current, line
 
 
 def objects_by_source(objects):
