@@ -1,6 +1,8 @@
 """LTO, a configuration's setting (`lto = true` in pgo/configs.toml): a PGO build of the fixture
 with it is really link-time optimised, its profile is never mixed with one made without LTO, and
-the profile check names the rule GCC decides hotness by."""
+the profile check names the rule GCC decides hotness by. `lto = "server"`: only the server binary is
+an LTO link's, every other program links the objects' machine code, and the profile is the one of
+the configuration without LTO."""
 
 import json
 import subprocess
@@ -9,8 +11,10 @@ import tarfile
 import pytest
 from conftest import FIXTURE, run_pgo
 
+from pgo import PipelineError
 from pgo.base import lines
 from pgo.core.config import build_config
+from pgo.core.proof import link_time_optimised, records
 from pgo.core.toolchain import fingerprint
 
 
@@ -116,3 +120,65 @@ def test_packages_carry_the_static_librarys_machine_code_without_its_lto_bytecod
     # ...the packaged one has only the machine code, which any compiler's link can use.
     assert not any(name.startswith((".gnu.lto_", ".gnu.debuglto_")) for name in sections(packed))
     assert ".text" in sections(packed) and {"hot_digest", "cold_digest"} <= global_symbols(packed)
+
+
+@pytest.fixture(scope="module")
+def server_lto_build(tmp_path_factory):
+    """fixture-unit (PGO, its unit test program too) and fixture-lto-server from that build's profile."""
+    root = tmp_path_factory.mktemp("lto-server")
+    build(root / "unit", "fixture-unit")
+    profile_id = json.loads((root / "unit" / "profile-check.json").read_text())["profile_id"]
+    return root / "lto", build(root / "lto", "fixture-lto-server", "--profile-from", profile_id).stdout, profile_id
+
+
+def test_with_lto_for_the_server_one_profile_serves_both_builds(server_lto_build):
+    workdir, out, profile_id = server_lto_build
+    assert fingerprint(build_config("fixture-lto-server")) == fingerprint(build_config("fixture-unit"))
+    assert fingerprint(build_config("fixture-lto-server")) != fingerprint(build_config("fixture-lto"))
+    use = json.loads((workdir / "profile-use.json").read_text())
+    assert use["passed"] and use["profile_id"] == profile_id and use["link_time_optimised"] is True
+    assert use["coverage_mismatch"] == 0 and use["hot_coverage"] == 1.0
+    assert f"profile {profile_id} used: 100% of " in out and "; the server binary is an LTO link" in out
+    run = subprocess.run([workdir / "stage" / "bin" / "fixture", "--version"], capture_output=True, text=True,
+                         check=True)
+    assert f"fixture-lto-server, PGO build, profile {profile_id}" in run.stdout
+
+
+def test_with_lto_for_the_server_only_its_link_is_link_time_optimised(server_lto_build, tmp_path):
+    workdir, _, _ = server_lto_build
+    settings = configured(workdir / "build" / "pgo")
+    assert settings["CMAKE_C_FLAGS"].endswith("-flto=auto -ffat-lto-objects")
+    assert settings["CMAKE_EXE_LINKER_FLAGS"].endswith("-flto=auto -ffat-lto-objects -fno-lto")
+    assert settings["FIXTURE_LDFLAGS"] == "-flto" and "gcc-ar" in settings["CMAKE_AR"].rsplit("/", 1)[-1]
+    tree = workdir / "build" / "pgo"
+    server, unit_test = tree / "fixture", tree / "digest-t"
+    # The server: compiled by the link from the bytecode; the library's functions are no longer global.
+    assert link_time_optimised(server) and not {"hot_digest", "cold_digest"} & global_symbols(server)
+    # The unit test: the fat objects' machine code, as each object's compile made it (with the profile).
+    assert not link_time_optimised(unit_test) and {"hot_digest", "cold_digest"} <= global_symbols(unit_test)
+    assert all(r.startswith("GNU C") and "-ffat-lto-objects" in r for r in records(unit_test))
+    assert any("-fprofile-use=" in r for r in records(unit_test))
+    assert subprocess.run([unit_test], capture_output=True, text=True, check=True).stdout.startswith("ok 1")
+    # A fixture build without LTO links no LTO program: the records are no fake.
+    assert not link_time_optimised(workdir.parent / "unit" / "build" / "pgo" / "fixture")
+
+
+def test_with_lto_for_the_server_the_instrumented_build_is_the_one_without_lto(server_lto_build):
+    workdir, _, _ = server_lto_build
+    unit = json.loads((workdir.parent / "unit" / "build" / "pgo" / "pgo-configure.json").read_text())
+    lto = build_config("fixture-lto-server")
+    assert not lto.lto_in("instrumented") and lto.lto_in("optimized") and lto.lto_in("plain")
+    # The instrumented variant's configure, as the fixture-unit build ran it (its tree is the optimised one's now).
+    line = next(line for line in (workdir.parent / "unit" / "logs" / "instrumented.log").read_text().splitlines()
+                if line.startswith("$ cmake -S"))
+    assert "-flto" not in line and "gcc-ar" not in line and "FIXTURE_LDFLAGS" not in line
+    assert not any("-flto" in arg for arg in unit)
+
+
+def test_lto_for_the_server_needs_a_product_that_names_its_servers_link_flags(tmp_path):
+    data = {"products": {"p": {"comment_variable": "C", "hot_dirs": ["x"], "train": [["true"]]}},
+            "configs": {"c": {"product": "p", "lto": "server"}, "d": {"product": "p", "lto": "servers"}}}
+    with pytest.raises(PipelineError, match="names no link_flags_variable of product 'p'"):
+        build_config("c", data)
+    with pytest.raises(PipelineError, match=r"lto = 'servers' is not true or false \(or \"server\"\)"):
+        build_config("d", data)

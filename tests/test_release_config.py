@@ -18,8 +18,8 @@ from pgo import PipelineError
 from pgo.base import lines
 from pgo.build.configure_check import feature_summary, judge
 from pgo.core import profile
-from pgo.core.config import build_config, load
-from pgo.core.toolchain import fingerprint
+from pgo.core.config import build_config, load, server_binary
+from pgo.core.toolchain import config_flags, fingerprint
 from pgo.packaging.recipes import RECIPES, load_toml
 
 
@@ -338,16 +338,22 @@ def test_release_whole_builds_the_whole_server_in_every_variant_with_a_fingerpri
     assert fingerprint(whole) != fingerprint(release)
 
 
-def test_release_lto_is_release_with_lto_in_every_variant_and_a_profile_of_its_own():
-    """Issue 47's PGO+LTO of the server that ships: release's options, reduced builds and packaging, plus LTO."""
+def test_release_lto_is_release_with_lto_for_mariadbd_and_release_s_profile():
+    """Issue 47's PGO+LTO of the server that ships: release's options, reduced builds, packaging and profile
+    (its instrumented build is release's), LTO in the optimised build, for mariadbd's link alone."""
     release, lto = build_config("release"), build_config("release-lto")
-    assert lto.lto and not release.lto
+    assert lto.lto and lto.lto_server and not release.lto
     for variant in ("instrumented", "optimized", "plain"):
         assert lto.variant_cmake_args(variant) == release.variant_cmake_args(variant)
     assert (lto.debian_rules, lto.debian_patches, lto.distribution_baseline, lto.generator) == \
         (True, True, True, "Unix Makefiles")
     assert lto.trained_dirs == release.trained_dirs and lto.line == release.line
-    assert fingerprint(lto) != fingerprint(release)
+    assert config_flags("instrumented", lto) == config_flags("instrumented", release)
+    compile_flags, link_flags = config_flags("optimized", lto)
+    assert compile_flags == config_flags("optimized", release)[0] + ["-flto=auto", "-ffat-lto-objects"]
+    assert link_flags[-3:] == ["-flto=auto", "-ffat-lto-objects", "-fno-lto"]
+    assert fingerprint(lto) == fingerprint(release)
+    assert server_binary("mariadb")["link_flags_variable"] == "WITH_MYSQLD_LDFLAGS"
 
 
 # Options of debian/rules that are not the configuration's: the comment is the pipeline's, the suffix

@@ -141,7 +141,8 @@ def profile_use(profile_id, verdict):
                                f"{traces['expected']} whose profile has some); {verdict['missing_profile']} objects "
                                "without profile, "
                                f"{verdict['coverage_mismatch']} coverage mismatches, "
-                               f"{verdict['functions_without_profile']} functions without profile")
+                               f"{verdict['functions_without_profile']} functions without profile"
+                               f"{'; the server binary is an LTO link' if verdict.get('link_time_optimised') else ''}")
 
 
 def profile_use_summary(verdict: Mapping[str, Any]) -> str:

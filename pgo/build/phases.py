@@ -26,7 +26,15 @@ from pgo.base.runner import MAKE_PROGRESS, NINJA_PROGRESS, PhaseLog, say
 from pgo.build import bolt, reuse, source, testrun
 from pgo.core import contract, profile, proof
 from pgo.core.config import BuildConfig, Product, build_config, server_binary
-from pgo.core.toolchain import Compiler, build_environment, config_flags, detect, gcov_binary, lto_tools
+from pgo.core.toolchain import (
+    SERVER_LTO_LINK,
+    Compiler,
+    build_environment,
+    config_flags,
+    detect,
+    gcov_binary,
+    lto_tools,
+)
 from pgo.core.workdir import Settings, Workdir, read_json
 
 
@@ -161,7 +169,8 @@ def configure_command(ctx, variant, build_dir, comment, extra=()):
         f"-DCMAKE_C_COMPILER={ctx.compiler.cc}", f"-DCMAKE_CXX_COMPILER={ctx.compiler.cxx}",
         *ctx.config.variant_cmake_args(variant),
         *ctx.settings.cmake_extra,
-        *(lto_tools(ctx.compiler) if ctx.config.lto else ()),
+        *(lto_tools(ctx.compiler) if ctx.config.lto_in(variant) else ()),
+        *(server_lto_link(ctx.product.name) if ctx.config.lto_server and ctx.config.lto_in(variant) else ()),
         f"-DCMAKE_C_FLAGS={compile_flags}",
         f"-DCMAKE_CXX_FLAGS={compile_flags}",
         *(f"-DCMAKE_{kind}_LINKER_FLAGS={link_flags}" for kind in ("EXE", "SHARED", "MODULE")),
@@ -171,6 +180,12 @@ def configure_command(ctx, variant, build_dir, comment, extra=()):
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
         *extra,
     ]
+
+
+def server_lto_link(product_name):
+    """The CMake option that links the product's server binary alone with LTO (`lto = "server"`): its own
+    link flags, which come after the NO_LTO_LINK of every link (MariaDB's WITH_MYSQLD_LDFLAGS)."""
+    return [f"-D{server_binary(product_name)['link_flags_variable']}={SERVER_LTO_LINK}"]
 
 
 def prove_variant(ctx, log, variant):
@@ -305,6 +320,14 @@ def build_optimized(ctx, log):
     # instrumented build leaves out what the training never runs (release-11.8: the embedded server's
     # InnoDB, Galera's provider), and those count among the hot objects all the same.
     verdict["hot_instrumented"] = sum(hot["objects"] for hot in check["hot_dirs"].values())
+    if ctx.config.lto:
+        # The label follows the proof here too: an LTO configuration's server binary is an LTO link's.
+        binary = server_binary(ctx.product.name)["binary"]
+        verdict["link_time_optimised"] = proof.link_time_optimised(build_dir / binary)
+        if not verdict["link_time_optimised"]:
+            verdict["problems"].append(f"{binary} is not link-time optimised: it holds no record of an LTO "
+                                       "link's compiles (GNU GIMPLE ... -fltrans)")
+            verdict["passed"] = False
     # Written whether it passed or not: the verdict belongs to this tree (its build token).
     contract.write(ctx, PhaseName.OPTIMIZED, contract.PROFILE_USE, verdict)
     print(lines.profile_use(profile_id, verdict), flush=True)

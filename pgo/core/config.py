@@ -96,9 +96,14 @@ class BuildConfig:
     # phase adds, pgo/build/source.py): the release of the platform that ships the line
     # (pgo/platforms.toml `lines`); None: this machine's own suites.
     debian_suite: str | None = None
-    # Link-time optimisation in every variant (pgo/core/toolchain.py LTO_FLAGS); part of the flags
-    # fingerprint, so a profile made with it is never used without it, nor the other way.
+    # Link-time optimisation (pgo/core/toolchain.py LTO_FLAGS): `lto = true` in every variant and every
+    # link, part of the flags fingerprint, so a profile made with it is never used without it, nor the
+    # other way. `lto = "server"` sets lto_server too: only the builds that are measured and shipped
+    # (optimised, plain) compile with it, and only the product's server binary links with it
+    # (packaging/products.toml link_flags_variable); the instrumented build is the configuration's
+    # without LTO, so its profile is that configuration's, fingerprint and all (toolchain.fingerprint).
     lto: bool = False
+    lto_server: bool = False
     # BOLT after the optimised build (the bolt phase, pgo/build/bolt.py), and the flags it needs from GCC in
     # every variant (pgo/core/toolchain.py BOLT_COMPILE_FLAGS, BOLT_LINK_FLAGS); part of the flags fingerprint.
     bolt: bool = False
@@ -134,6 +139,10 @@ class BuildConfig:
     # Built as the distribution builds its own server (its options, rules and compiler): a release's
     # benchmark may take the distribution's packages of the same version as its baseline (`pgo baseline`).
     distribution_baseline: bool = False
+
+    def lto_in(self, variant):
+        """Whether a variant's build compiles with LTO (`lto = "server"`: not the instrumented one)."""
+        return self.lto and not (self.lto_server and variant == Variant.INSTRUMENTED)
 
     def variant_cmake_args(self, variant):
         """The CMake options of one variant's build: the reduced variants add reduced_cmake."""
@@ -212,6 +221,8 @@ CONFIG_KEYS = ("product", "line", "inherits", "cmake", "reduced", "lto", "bolt",
                "generator", "compile_flags", "link_flags", "trained_dirs", "features_off", "features_required",
                "disk_gib", "distribution_baseline")
 REDUCED_KEYS = ("cmake", "variants")
+# `lto = "server"`: LTO in the optimised and plain builds, for the server binary's link alone (BuildConfig.lto).
+LTO_SERVER = "server"
 RETIRED_KEYS = ("debian_suite",)    # refused below, with what replaced it
 
 
@@ -268,9 +279,19 @@ def build_config(name, data=None):
                             f"{line}'s source is the release that ships it ({platforms.PLATFORMS_FILE.name} lines)")
     switches = {key: nearest(key) for key in ("lto", "bolt", "debian_rules", "debian_patches",
                                               "distribution_baseline")}
+    lto_server = switches["lto"] == LTO_SERVER
+    if lto_server:
+        switches["lto"] = True
+        if switches["bolt"]:
+            raise PipelineError(f"configuration '{name}': lto = \"{LTO_SERVER}\" with bolt: BOLT's flags go into "
+                                "every variant, LTO's not into the instrumented build; use lto = true")
+        if not load(BINARIES_FILE).get(nearest("product"), {}).get("link_flags_variable"):
+            raise PipelineError(f"configuration '{name}': lto = \"{LTO_SERVER}\", but {BINARIES_FILE.name} names no "
+                                f"link_flags_variable of product '{nearest('product')}' for its server's own link")
     for key, value in switches.items():
         if value is not None and not isinstance(value, bool):
-            raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false")
+            raise PipelineError(f"configuration '{name}': {key} = {value!r} is not true or false"
+                                + (f' (or "{LTO_SERVER}")' if key == "lto" else ""))
     if switches["distribution_baseline"] and not switches["debian_patches"]:
         raise PipelineError(f"configuration '{name}': distribution_baseline needs debian_patches = true: the "
                             "distribution's packages are a baseline only of its own source, built as it builds it")
@@ -295,7 +316,7 @@ def build_config(name, data=None):
                             "and the plain build may build less; the optimised build is what ships")
     return BuildConfig(name=name, product=product(product_name, data), cmake_args=args, line=line,
                        debian_suite=platforms.source_suite(line),
-                       **{key: bool(value) for key, value in switches.items()},
+                       **{key: bool(value) for key, value in switches.items()}, lto_server=lto_server,
                        generator=generator, compile_flags=compile_flags, link_flags=link_flags,
                        reduced_variants=variants if reduced_cmake else (), reduced_cmake=reduced_cmake,
                        features_off=tuple(nearest("features_off") or ()),

@@ -95,6 +95,13 @@ def records(path):
     return [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0") if part] if data else []
 
 
+def link_time_optimised(path):
+    """Whether a linked program or library is an LTO link's: it holds the records of the link's own
+    compiles (LTRANS: "GNU GIMPLE 12.2.0 ... -fltrans"), which a link of fat objects' machine code
+    (NO_LTO_LINK, or no LTO at all) never has."""
+    return any(record.startswith("GNU GIMPLE ") and "-fltrans" in record.split() for record in records(path))
+
+
 def options_of(record, paths=()):
     """A record's options in order, after its producer ("GNU C17 12.2.0").
 

@@ -5,7 +5,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pgo import PipelineError
 from pgo.base import process
@@ -76,6 +76,16 @@ LTO_FLAGS = (
 )
 
 
+# `lto = "server"` (pgo/core/config.py BuildConfig.lto): every link but the server binary's takes the
+# fat objects' machine code, not their bytecode, so the links that take in the whole server again (the
+# embedded server's programs, the unit tests, mariadb-backup: the last 30 minutes of an LTO build of
+# `release`, docs/release-lto-10.11.18-release/) cost what they cost without LTO. The server binary's own
+# link flags (packaging/products.toml link_flags_variable) come after these and put SERVER_LTO_LINK back.
+# Plain -flto, which GCC 12 runs in parallel as -flto=auto does (make's jobserver, else every CPU):
+# after -fno-lto, -flto=auto links without LTO (collect2 keeps -fno-lto), -flto with it (measured).
+NO_LTO_LINK, SERVER_LTO_LINK = "-fno-lto", "-flto"
+
+
 # Every variant: GCC writes the options its compiler proper ran with into each object's
 # .GCC.command.line section, so the build's own output shows which profile options and which
 # optimisation level were in effect for each object (pgo/core/proof.py). Notes beside the code, which
@@ -106,29 +116,31 @@ BOLT_LINK_FLAGS = (
 )
 
 
-def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False, base=((), ())):
+def pgo_flags(variant, profile_dir, build_dir, lto=False, bolt=False, base=((), ()), server_lto_only=False):
     """Compile and link flags that turn one configuration into one of its variants.
 
     The object paths of the instrumented and the optimised build must match:
     GCC names each .gcda after its object's path. -fprofile-prefix-path strips
     the build directory from that name, so a profile trained in one build tree
     (or on another machine) applies to any other tree of the same source.
-    With lto, LTO_FLAGS go on the compile and on the link of every variant; with
-    bolt, the BOLT flags do. base: the configuration's own (the distribution's)
+    With lto, LTO_FLAGS go on the compile and on the link (server_lto_only: NO_LTO_LINK after them on
+    the link); with bolt, the BOLT flags do. base: the configuration's own (the distribution's)
     compile and link flags, first, so that the pipeline's come after them.
     """
     compile_flags, link_flags = _variant_flags(variant, profile_dir, build_dir)
     extra = list(LTO_FLAGS) if lto else []
+    link_lto = extra + [NO_LTO_LINK] if lto and server_lto_only else extra
     compile_bolt, link_bolt = (list(BOLT_COMPILE_FLAGS), list(BOLT_LINK_FLAGS)) if bolt else ([], [])
     return (list(base[0]) + compile_flags + list(RECORD_FLAGS) + extra + compile_bolt,
-            list(base[1]) + link_flags + extra + compile_bolt + link_bolt)
+            list(base[1]) + link_flags + link_lto + compile_bolt + link_bolt)
 
 
 def config_flags(variant, config, profile_dir="PROFILE_DIR", build_dir="BUILD_DIR", source_dir="SOURCE_DIR"):
     """pgo_flags of a configuration's variant (placeholders for the paths: what records name)."""
     base = tuple(tuple(flag.replace("{source}", str(source_dir)) for flag in flags)
                  for flags in (config.compile_flags, config.link_flags))
-    return pgo_flags(variant, profile_dir, build_dir, lto=config.lto, bolt=config.bolt, base=base)
+    return pgo_flags(variant, profile_dir, build_dir, lto=config.lto_in(variant), bolt=config.bolt, base=base,
+                     server_lto_only=config.lto_server)
 
 
 def _variant_flags(variant, profile_dir, build_dir):
@@ -191,7 +203,11 @@ def fingerprint(config, environment=None):
     program's working set, so an LTO profile is never taken for one without it), BOLT's flags, every
     variant's flags (the distribution's among them), and the build environment (build_environment()):
     a profile made through one compiler launcher is never used through another, nor without it.
+    With `lto = "server"` the configuration's without LTO: its instrumented build is that one's, so its
+    profile is too, and the optimised build's own proof (pgo/core/proof.py) says whether GCC took it.
     """
+    if config.lto_server:
+        config = replace(config, lto=False, lto_server=False)
     flags = {variant: config_flags(variant, config) for variant in VARIANTS}
     # A reduced variant's options (pgo/core/config.py) join only when there are any: the fingerprints of
     # the configurations without them stay what their archived profiles were stored under.
