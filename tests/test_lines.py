@@ -119,6 +119,9 @@ def test_benchmark_pair_is_progress():
     # Its place in the whole plan: the fixed sweep, then the single-thread pairs only the minutes bound.
     line = lines.bench_pair(2, 3, "oltp_read_only", 4, 5.2, 22, "sweep 14 of 36")
     assert lines.progress(line) == "pair 2 (max 3): oltp_read_only N=4, sweep 14 of 36, minute 5 of 22"
+    # A sweep longer than the budget for added pairs: the line does not count past its own end.
+    line = lines.bench_pair(10, 10, "oltp_read_write", 64, 31.2, 22, "sweep 90 of 90")
+    assert line.endswith("sweep 90 of 90, minute 31 (no pairs added after minute 22)")
     assert lines.progress("[bench] report: report.md") is None
     assert lines.progress("[train] compile 3/4 files of the workload") is None
 
