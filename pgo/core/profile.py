@@ -25,7 +25,9 @@ COVERAGE_MISMATCH = "[-Wcoverage-mismatch]"
 # A function whose source lines or source file path changed since training:
 # measured with GCC 12, such an object compiles exactly as with no profile at
 # all (ctype-utf8.c.o of MariaDB 10.11.18: 37814 bytes of .text either way,
-# 31278 with its profile). It counts as a discarded profile like the others.
+# 31278 with its profile). It counts as a discarded profile like the others, though a small C file
+# compiled from a copy in another folder keeps its profile (docs/release-lto-10.11.18-release/): counting
+# it errs towards refusing a build, never towards a label without the profile.
 SOURCE_MOVED = "have changed, the profile data may be out of date"
 # A function the .gcda has no counters for: the .gcda is another object's, or
 # another build's. Its object compiles as without a profile, however many
