@@ -325,7 +325,8 @@ def build_config(name, data=None):
 
 
 def server_binary(product_name):
-    """{"binary": its path in the build tree, "staged_binary": [its paths in a staged tree]}."""
+    """{"binary": its path in the build tree, "staged_binary": [its paths in a staged tree], and, where the
+    product has one, "link_flags_variable": the CMake variable of the binary's own link flags}."""
     binaries = load(BINARIES_FILE)
     if product_name not in binaries:
         raise PipelineError(f"packaging/products.toml has no entry for product '{product_name}'")
