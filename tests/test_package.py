@@ -369,3 +369,24 @@ def test_every_package_format_has_its_module_and_recipes(tmp_path, monkeypatch):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
     assert packages(tmp_path) == ["bintar/a-1.tar.gz", "deb/a_1_amd64.deb", "rpm/a-1.x86_64.rpm"]
+
+
+@pytest.mark.parametrize("archiver", ["ar", "gcc-ar"])
+def test_a_static_librarys_file_is_read_from_its_link_step_whatever_archiver_made_it(tmp_path, archiver):
+    """The RPM and bintar trees of a DEB-layout build take Connector/C's libmariadb.a as their
+    libmariadbclient.a, the file its link step names. An LTO build archives with GCC's gcc-ar, which
+    Debian names x86_64-linux-gnu-gcc-ar-12: that step was not recognised, so the release of an LTO
+    server (release-lto) was refused its bintar and rpms (`the checked build did not make
+    libmariadbclient.a`)."""
+    from pgo.packaging.trees import built_output
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "hot.c").write_text("int hot(void) { return 1; }\n")
+    (tmp_path / "src" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(p C)\nadd_library(hot STATIC hot.c)\n"
+        "set_target_properties(hot PROPERTIES OUTPUT_NAME layoutname)\n")
+    tool = os.path.realpath(shutil.which(archiver))          # gcc-ar: /usr/bin/x86_64-linux-gnu-gcc-ar-12
+    subprocess.run(["cmake", "-G", "Unix Makefiles", f"-DCMAKE_AR={tool}", "-S", tmp_path / "src", "-B",
+                    tmp_path / "build"], check=True, capture_output=True)
+    link = (tmp_path / "build" / "CMakeFiles" / "hot.dir" / "link.txt").read_text()
+    assert link.startswith(f"{tool} qc ")
+    assert built_output(tmp_path / "build", ".", "hot") == "liblayoutname.a"

@@ -62,6 +62,11 @@ def extract_from_tar(archive, name, into):
 NOT_INSTALLED = {".o", ".obj", ".gcno", ".gcda", ".d"}
 
 
+# The archiver a static library's link step runs: `ar`, or an LTO build's (CMAKE_AR) `gcc-ar` under
+# Debian's names (x86_64-linux-gnu-gcc-ar-12), or `llvm-ar-19`: its name, not its path.
+ARCHIVER = re.compile(r"(.+-)?ar(-[0-9.]+)?")
+
+
 def fresh_folder(root):
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -158,8 +163,8 @@ def built_output(built, folder, name):
     link = built / folder / "CMakeFiles" / f"{name}.dir" / "link.txt"
     if link.is_file():
         words = shlex.split(link.read_text().splitlines()[0])
-        output = (words[2] if len(words) > 2 and Path(words[0]).name.endswith("ar") and words[1] in ("qc", "cr", "rc")
-                  else words[words.index("-o") + 1] if "-o" in words[:-1] else None)
+        archived = len(words) > 2 and ARCHIVER.fullmatch(Path(words[0]).name) and words[1] in ("qc", "cr", "rc")
+        output = words[2] if archived else words[words.index("-o") + 1] if "-o" in words[:-1] else None
         return os.path.normpath(Path(folder) / output) if output else None
     ninja = built / "build.ninja"
     if ninja.is_file():
